@@ -1,0 +1,35 @@
+# Thin wrapper around CMake.  The two commands of the quick start:
+#   make test    build everything and run the whole test suite
+#   make bench   build, install the allocators we compare with, run the comparison
+BUILD   ?= build
+PREFIX  ?= /usr/local
+JOBS    ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all build test bench install clean deps-test deps-bench
+
+all: build
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps-test:
+	@scripts/install-deps.sh test
+
+deps-bench:
+	@scripts/install-deps.sh bench
+
+test: deps-test build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+bench: deps-bench build
+	bench/run-bench $(if $(QUICK),--quick)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD)

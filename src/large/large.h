@@ -1,0 +1,37 @@
+/* large.h — the large-object tier: every request of STRATA_LARGE_THRESHOLD
+ * bytes or more, and every alignment the size-class heaps cannot serve.
+ * The core calls only these functions; how blocks are placed behind them
+ * (direct mappings with a cache, or the best-fit arena) is the tier's
+ * business.  All functions are thread-safe.
+ */
+#ifndef STRATA_LARGE_H
+#define STRATA_LARGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A block of at least size bytes aligned to align (a power of two).  With
+ * zero the block reads as zero.  NULL with errno = ENOMEM on failure. */
+void *large_alloc(size_t size, size_t align, bool zero);
+/* p is in memory the segment map marks as large.  Reports (strata_error)
+ * and returns if p is not the start of a live large block. */
+void large_free(void *p);
+/* Usable bytes from p to the end of its block; 0 if p is not a live large block. */
+size_t large_usable_size(const void *p);
+/* Resize in place if possible; returns p, or NULL when the caller must
+ * allocate, copy and free.  Never frees p. */
+void *large_resize_in_place(void *p, size_t size);
+/* Resize p, moving it without copying where the tier can (mremap).
+ * Returns the new block or NULL (p unchanged) when it cannot. */
+void *large_realloc_move(void *p, size_t size);
+/* Give back to the OS now every free page the tier holds; returns bytes. */
+size_t large_release(void);
+/* Give back pages idle for longer than the purge delay (called from slow paths). */
+void large_collect(uint64_t now_ms);
+/* fork handlers (lock order: see src/init/fork.c). */
+void large_fork_prepare(void);
+void large_fork_parent(void);
+void large_fork_child(void);
+
+#endif

@@ -1,0 +1,34 @@
+/* options.h — Strata's options (read from STRATA_* variables before libc is
+ * ready, settable by API) and its error reporting.  Depends only on the OS
+ * layer; every other part may include it.
+ */
+#ifndef STRATA_OPTIONS_H
+#define STRATA_OPTIONS_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include "../../include/strata.h"
+
+/* Current value; options_init() must have run (the allocator's init does it). */
+extern long strata_options[STRATA_OPTION_COUNT];
+static inline long opt(strata_option_t o) { return strata_options[o]; }
+
+/* Reads the environment (from environ, no malloc).  Idempotent. */
+void options_init(void);
+/* Prints the options in force, one per line, to stderr. */
+void options_print(void);
+
+/* ---- Messages and errors ----------------------------------------------
+ * All output goes through write(2) from a stack buffer: safe inside malloc. */
+void strata_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Bad input from the program: prints "strata: <what> <address>" and aborts,
+ * or with STRATA_ON_ERROR=warn only prints.  what is e.g. "free(): invalid pointer". */
+void strata_error(const char *what, const void *addr);
+/* Internal invariant broken: always prints and aborts. */
+__attribute__((noreturn)) void strata_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parses a size ("128k", "4MiB", "1g", "4096") into *out; false if malformed. */
+bool options_parse_size(const char *s, long *out);
+
+#endif
