@@ -1,0 +1,584 @@
+/* arena.c — the best-fit arena engine: block list, the two trees, split,
+ * coalesce, aligned placement, commit on demand and purging of idle free
+ * pages.  The data structures are described in arena.h.  Nothing here
+ * touches the managed bytes; the only memory written is metadata from
+ * ops.meta_map.
+ */
+#include "arena.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct aregion_s {
+    uintptr_t base, end;
+    uintptr_t commit_end;   /* [base, commit_end) is usable; commit grows it */
+    bool grown;             /* came from ops.grow, so ops.shrink may take it back */
+    aregion *next;
+};
+
+struct ablock_s {
+    tnode by_size;          /* in a->by_size while free */
+    tnode by_addr;          /* always in a->by_addr */
+    ablock *prev, *next;    /* address order */
+    ablock *dprev, *dnext;  /* dirty list, while on_dirty */
+    aregion *region;        /* blocks merge only within one range */
+    uintptr_t addr;
+    size_t size;
+    uint64_t freed_ms;
+    bool free, dirty, on_dirty;
+};
+
+/* ---- Metadata pool: fixed-size units carved from meta_map chunks ------- */
+
+typedef union unit_u {
+    ablock b;
+    aregion r;
+    union unit_u *next_free;
+} unit;
+
+#define POOL_CHUNK ((size_t)64 * 1024)
+
+static void *unit_get(arena_t *a) {
+    if (!a->pool_free) {
+        char *c = a->ops.meta_map(POOL_CHUNK, a->ops.ctx);
+        if (!c) return NULL;
+        /* The first unit of a chunk links the chunks for destroy. */
+        *(void **)c = a->pool_chunks;
+        a->pool_chunks = c;
+        for (size_t off = sizeof(unit); off + sizeof(unit) <= POOL_CHUNK; off += sizeof(unit)) {
+            unit *u = (unit *)(c + off);
+            u->next_free = a->pool_free;
+            a->pool_free = u;
+        }
+    }
+    unit *u = a->pool_free;
+    a->pool_free = u->next_free;
+    memset(u, 0, sizeof *u);
+    return u;
+}
+
+static void unit_put(arena_t *a, void *p) {
+    unit *u = p;
+    u->next_free = a->pool_free;
+    a->pool_free = u;
+}
+
+/* ---- Small helpers ------------------------------------------------------ */
+
+#define BLOCK_OF(node, field) ((ablock *)((char *)(node) - offsetof(ablock, field)))
+
+static inline uintptr_t align_up(uintptr_t x, size_t align) { return (x + align - 1) & ~(uintptr_t)(align - 1); }
+static inline uintptr_t align_down(uintptr_t x, size_t align) { return x & ~(uintptr_t)(align - 1); }
+static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
+static inline uintptr_t block_end(const ablock *b) { return b->addr + b->size; }
+
+static uint64_t now_ms(arena_t *a) { return a->ops.now_ms ? a->ops.now_ms(a->ops.ctx) : 0; }
+
+static void list_insert_after(arena_t *a, ablock *pos, ablock *b) {
+    b->prev = pos;
+    b->next = pos ? pos->next : a->head;
+    if (b->next) b->next->prev = b;
+    else a->tail = b;
+    if (pos) pos->next = b;
+    else a->head = b;
+}
+
+static void list_remove(arena_t *a, ablock *b) {
+    if (b->prev) b->prev->next = b->next;
+    else a->head = b->next;
+    if (b->next) b->next->prev = b->prev;
+    else a->tail = b->prev;
+    b->prev = b->next = NULL;
+}
+
+static void addr_insert(arena_t *a, ablock *b) {
+    tree_node_init(&b->by_addr, b->addr, 0);
+    tree_insert(&a->by_addr, &b->by_addr);
+}
+
+static void size_insert(arena_t *a, ablock *b) {
+    tree_node_init(&b->by_size, b->size, b->addr);
+    tree_insert(&a->by_size, &b->by_size);
+}
+
+/* The dirty list keeps free order: a block enters at the tail when freed,
+ * or right after the block it was split from (same age). */
+static void dirty_insert_after(arena_t *a, ablock *pos, ablock *b) {
+    b->dprev = pos;
+    b->dnext = pos ? pos->dnext : a->dirty_head;
+    if (b->dnext) b->dnext->dprev = b;
+    else a->dirty_tail = b;
+    if (pos) pos->dnext = b;
+    else a->dirty_head = b;
+    b->on_dirty = true;
+    a->st.dirty_bytes += b->size;
+}
+
+static void dirty_remove(arena_t *a, ablock *b) {
+    if (!b->on_dirty) return;
+    if (b->dprev) b->dprev->dnext = b->dnext;
+    else a->dirty_head = b->dnext;
+    if (b->dnext) b->dnext->dprev = b->dprev;
+    else a->dirty_tail = b->dprev;
+    b->dprev = b->dnext = NULL;
+    b->on_dirty = false;
+    a->st.dirty_bytes -= b->size;
+}
+
+/* Changes a block's size keeping the byte counters right (not the trees). */
+static void set_size(arena_t *a, ablock *b, size_t n) {
+    if (b->free) a->st.free_bytes = a->st.free_bytes - b->size + n;
+    else a->st.used_bytes = a->st.used_bytes - b->size + n;
+    if (b->on_dirty) a->st.dirty_bytes = a->st.dirty_bytes - b->size + n;
+    b->size = n;
+}
+
+static void count_block(arena_t *a, ablock *b, int sign) {
+    if (b->free) {
+        a->st.free_bytes += (size_t)sign * b->size;
+        a->st.free_blocks += (size_t)sign;
+    } else {
+        a->st.used_bytes += (size_t)sign * b->size;
+        a->st.used_blocks += (size_t)sign;
+    }
+}
+
+/* Purges the pages of a dirty free block.  It becomes clean only when every
+ * committed byte of it was purged (no partial page left at either end). */
+static size_t purge_block(arena_t *a, ablock *b) {
+    uintptr_t end = block_end(b);
+    if (end > b->region->commit_end) end = b->region->commit_end;
+    dirty_remove(a, b);
+    if (end <= b->addr) {
+        b->dirty = false;
+        return 0;
+    }
+    uintptr_t lo = align_up(b->addr, a->cfg.page), hi = align_down(end, a->cfg.page);
+    size_t done = 0;
+    if (hi > lo && a->ops.purge((void *)lo, hi - lo, a->ops.ctx) == 0) done = hi - lo;
+    b->dirty = !(done && lo == b->addr && hi == end);
+    a->st.purged += done;
+    return done;
+}
+
+static void enforce_dirty_limit(arena_t *a) {
+    while (a->dirty_head && a->st.dirty_bytes > a->cfg.dirty_limit) purge_block(a, a->dirty_head);
+}
+
+/* ---- Setup -------------------------------------------------------------- */
+
+int arena_init(arena_t *a, const arena_ops *ops, const arena_config *cfg) {
+    memset(a, 0, sizeof *a);
+    if (!ops || !ops->meta_map || !cfg || !is_pow2(cfg->granule)) return EINVAL;
+    if (cfg->page && (!is_pow2(cfg->page) || cfg->page < cfg->granule)) return EINVAL;
+    if (cfg->commit_step && !is_pow2(cfg->commit_step)) return EINVAL;
+    a->ops = *ops;
+    a->cfg = *cfg;
+    if (a->cfg.min_split < a->cfg.granule) a->cfg.min_split = a->cfg.granule;
+    if (!a->cfg.page) a->cfg.page = a->cfg.granule;
+    if (!a->ops.purge) a->cfg.purge_delay_ms = -1;
+    if (!a->cfg.dirty_limit) a->cfg.dirty_limit = SIZE_MAX;
+    return 0;
+}
+
+void arena_destroy(arena_t *a) {
+    for (aregion *r = a->regions; r; r = r->next)
+        if (r->grown && a->ops.shrink) a->ops.shrink((void *)r->base, r->end - r->base, a->ops.ctx);
+    void *c = a->pool_chunks;
+    while (c) {
+        void *next = *(void **)c;
+        if (a->ops.meta_unmap) a->ops.meta_unmap(c, POOL_CHUNK, a->ops.ctx);
+        c = next;
+    }
+    memset(a, 0, sizeof *a);
+}
+
+int arena_add_range(arena_t *a, void *base, size_t len, bool grown, bool committed) {
+    uintptr_t b0 = (uintptr_t)base;
+    if (!base || !len || (b0 & (a->cfg.granule - 1)) || (len & (a->cfg.granule - 1)) || b0 + len < b0)
+        return EINVAL;
+    for (aregion *r = a->regions; r; r = r->next)
+        if (b0 < r->end && r->base < b0 + len) return EINVAL;
+    aregion *r = unit_get(a);
+    if (!r) return ENOMEM;
+    ablock *b = unit_get(a);
+    if (!b) {
+        unit_put(a, r);
+        return ENOMEM;
+    }
+    r->base = b0;
+    r->end = b0 + len;
+    r->commit_end = (committed || !a->ops.commit) ? r->end : b0;
+    r->grown = grown;
+    r->next = a->regions;
+    a->regions = r;
+    a->st.reserved += len;
+    a->st.committed += r->commit_end - r->base;
+    a->st.regions++;
+
+    b->addr = b0;
+    b->size = len;
+    b->region = r;
+    b->free = true;
+    tnode *before = tree_floor(a->by_addr, b0, 0);
+    list_insert_after(a, before ? BLOCK_OF(before, by_addr) : NULL, b);
+    addr_insert(a, b);
+    size_insert(a, b);
+    count_block(a, b, +1);
+    return 0;
+}
+
+/* ---- Allocation --------------------------------------------------------- */
+
+static bool fits(const ablock *b, size_t size, size_t align) {
+    uintptr_t x = align_up(b->addr, align);
+    if (x < b->addr || x - b->addr >= b->size) return false;
+    return b->size - (x - b->addr) >= size;
+}
+
+static ablock *find_fit(arena_t *a, size_t size, size_t align) {
+    if (a->cfg.first_fit) {
+        for (ablock *b = a->head; b; b = b->next)
+            if (b->free && fits(b, size, align)) return b;
+        return NULL;
+    }
+    tnode *t = tree_lower_bound(a->by_size, size, 0);
+    if (align <= a->cfg.granule) return t ? BLOCK_OF(t, by_size) : NULL;
+    /* Aligned: the best few candidates by size may already have an aligned
+     * start; otherwise a block with room for the worst padding surely fits. */
+    for (int i = 0; t && i < 16; i++) {
+        ablock *b = BLOCK_OF(t, by_size);
+        if (fits(b, size, align)) return b;
+        t = tree_lower_bound(a->by_size, b->size, b->addr + 1);
+    }
+    size_t worst = size + (align - a->cfg.granule);
+    if (worst < size) return NULL;
+    t = tree_lower_bound(a->by_size, worst, 0);
+    return t ? BLOCK_OF(t, by_size) : NULL;
+}
+
+/* Makes the region usable up to the end of b. */
+static int ensure_commit(arena_t *a, ablock *b) {
+    aregion *r = b->region;
+    uintptr_t end = block_end(b);
+    if (end <= r->commit_end) return 0;
+    uintptr_t to = align_up(end, a->cfg.page);
+    if (a->cfg.commit_step) {
+        uintptr_t stepped = align_up(end, a->cfg.commit_step);
+        if (stepped > to) to = stepped;
+    }
+    if (to > r->end || to < end) to = r->end;
+    int e = a->ops.commit((void *)r->commit_end, to - r->commit_end, a->ops.ctx);
+    if (e) return e;
+    a->st.committed += to - r->commit_end;
+    r->commit_end = to;
+    return 0;
+}
+
+/* A new free block for [addr, addr+size) after b in every order b is in
+ * (address list, dirty list), with b's age; b shrinks by the same amount
+ * later, by the caller. */
+static ablock *split_off(arena_t *a, ablock *b, ablock *n, uintptr_t addr, size_t size) {
+    n->addr = addr;
+    n->size = size;
+    n->region = b->region;
+    n->free = true;
+    n->dirty = b->dirty;
+    n->freed_ms = b->freed_ms;
+    list_insert_after(a, b, n);
+    addr_insert(a, n);
+    count_block(a, n, +1);
+    if (b->on_dirty) dirty_insert_after(a, b, n);
+    return n;
+}
+
+static void free_block(arena_t *a, ablock *b);
+
+void *arena_alloc(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean) {
+    if (!is_pow2(align)) return NULL;
+    if (align < a->cfg.granule) align = a->cfg.granule;
+    if (size == 0) size = 1;
+    size_t rounded = align_up(size, a->cfg.granule);
+    if (rounded < size) return NULL;
+    size = rounded;
+
+    ablock *b = find_fit(a, size, align);
+    if (!b && a->ops.grow) {
+        size_t len = 0;
+        void *base = a->ops.grow(size, align, &len, a->ops.ctx);
+        if (base) {
+            if (arena_add_range(a, base, len, true, false) != 0) {
+                if (a->ops.shrink) a->ops.shrink(base, len, a->ops.ctx);
+                return NULL;
+            }
+            a->st.grows++;
+            b = find_fit(a, size, align);
+        }
+    }
+    if (!b) return NULL;
+
+    /* Take both possible new nodes first so nothing is half done on ENOMEM. */
+    ablock *n1 = unit_get(a), *n2 = n1 ? unit_get(a) : NULL;
+    if (!n2) {
+        if (n1) unit_put(a, n1);
+        return NULL;
+    }
+    uintptr_t x = align_up(b->addr, align);
+    tree_remove(&a->by_size, &b->by_size);
+    if (x > b->addr) {
+        /* The padding in front stays free (b keeps it); the rest is new. */
+        ablock *rest = split_off(a, b, n1, x, block_end(b) - x);
+        set_size(a, b, x - b->addr);
+        size_insert(a, b);
+        b = rest;
+        n1 = NULL;
+    }
+    if (b->size - size >= a->cfg.min_split) {
+        ablock *tail = split_off(a, b, n2, b->addr + size, b->size - size);
+        set_size(a, b, size);
+        size_insert(a, tail);
+        n2 = NULL;
+    }
+    if (n1) unit_put(a, n1);
+    if (n2) unit_put(a, n2);
+
+    dirty_remove(a, b);
+    count_block(a, b, -1);
+    b->free = false;
+    count_block(a, b, +1);
+    a->st.allocs++;
+    if (a->ops.commit && ensure_commit(a, b) != 0) {
+        free_block(a, b);
+        a->st.frees++;
+        return NULL;
+    }
+    if (usable) *usable = b->size;
+    if (clean) *clean = !b->dirty;
+    return (void *)b->addr;
+}
+
+/* ---- Free and coalescing ------------------------------------------------ */
+
+static bool mergeable(const ablock *b, const ablock *n) {
+    return n && n->free && n->region == b->region;
+}
+
+/* Removes n (free, following or preceding its merge partner) from everything. */
+static void drop_free_block(arena_t *a, ablock *n) {
+    tree_remove(&a->by_size, &n->by_size);
+    dirty_remove(a, n);
+    tree_remove(&a->by_addr, &n->by_addr);
+    list_remove(a, n);
+    count_block(a, n, -1);
+    unit_put(a, n);
+}
+
+/* b is a used block in the list and the address tree. */
+static void free_block(arena_t *a, ablock *b) {
+    count_block(a, b, -1);
+    b->free = true;
+    b->dirty = true;
+    count_block(a, b, +1);
+    ablock *n = b->next;
+    if (mergeable(b, n)) {
+        size_t grow = n->size;
+        drop_free_block(a, n);
+        set_size(a, b, b->size + grow);
+    }
+    ablock *p = b->prev;
+    if (mergeable(b, p)) {
+        size_t grow = b->size;
+        tree_remove(&a->by_size, &p->by_size);
+        dirty_remove(a, p);
+        tree_remove(&a->by_addr, &b->by_addr);
+        list_remove(a, b);
+        count_block(a, b, -1);
+        unit_put(a, b);
+        set_size(a, p, p->size + grow);
+        b = p;
+        b->dirty = true;
+    }
+    b->freed_ms = now_ms(a);
+    size_insert(a, b);
+    if (a->ops.purge) {
+        dirty_insert_after(a, a->dirty_tail, b);
+        enforce_dirty_limit(a);
+    }
+}
+
+static ablock *find_block(const arena_t *a, const void *p) {
+    tnode *t = tree_find(a->by_addr, (uintptr_t)p, 0);
+    return t ? BLOCK_OF(t, by_addr) : NULL;
+}
+
+int arena_free(arena_t *a, void *p) {
+    ablock *b = find_block(a, p);
+    if (!b) {
+        /* Inside a free block: freed already (maybe merged since). */
+        tnode *t = tree_floor(a->by_addr, (uintptr_t)p, 0);
+        if (t) {
+            ablock *c = BLOCK_OF(t, by_addr);
+            if (c->free && (uintptr_t)p < block_end(c)) return ARENA_DOUBLE_FREE;
+        }
+        return ARENA_INVALID;
+    }
+    if (b->free) return ARENA_DOUBLE_FREE;
+    free_block(a, b);
+    a->st.frees++;
+    return ARENA_OK;
+}
+
+size_t arena_usable(arena_t *a, const void *p) {
+    ablock *b = find_block(a, p);
+    return (b && !b->free) ? b->size : 0;
+}
+
+bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable) {
+    ablock *b = find_block(a, p);
+    if (!b || b->free) return false;
+    if (size == 0) size = 1;
+    size_t rounded = align_up(size, a->cfg.granule);
+    if (rounded < size) return false;
+    size = rounded;
+    if (size <= b->size) {
+        if (b->size - size >= a->cfg.min_split) {
+            ablock *tail = unit_get(a);
+            if (tail) {
+                /* The cut-off tail is freed like any block: it merges with a free next. */
+                tail->addr = b->addr + size;
+                tail->size = b->size - size;
+                tail->region = b->region;
+                list_insert_after(a, b, tail);
+                addr_insert(a, tail);
+                count_block(a, tail, +1);
+                set_size(a, b, size);
+                free_block(a, tail);
+            }
+        }
+        if (usable) *usable = b->size;
+        return true;
+    }
+    ablock *n = b->next;
+    if (!mergeable(b, n) || b->size + n->size < size) return false;
+    size_t take = size - b->size;
+    if (n->size - take < a->cfg.min_split) take = n->size;
+    if (a->ops.commit) {
+        /* Commit before changing anything, so failure leaves all as it was. */
+        ablock probe = *b;
+        probe.size = b->size + take;
+        if (ensure_commit(a, &probe) != 0) return false;
+    }
+    if (take == n->size) {
+        drop_free_block(a, n);
+    } else {
+        tree_remove(&a->by_size, &n->by_size);
+        tree_remove(&a->by_addr, &n->by_addr);
+        n->addr += take;
+        set_size(a, n, n->size - take);
+        addr_insert(a, n);
+        size_insert(a, n);
+    }
+    set_size(a, b, b->size + take);
+    if (usable) *usable = b->size;
+    return true;
+}
+
+/* ---- Purging ------------------------------------------------------------ */
+
+size_t arena_collect(arena_t *a) {
+    if (a->cfg.purge_delay_ms < 0 || !a->dirty_head) return 0;
+    uint64_t now = now_ms(a);
+    size_t done = 0;
+    while (a->dirty_head && a->dirty_head->freed_ms + (uint64_t)a->cfg.purge_delay_ms <= now)
+        done += purge_block(a, a->dirty_head);
+    return done;
+}
+
+size_t arena_release(arena_t *a) {
+    size_t done = 0;
+    if (a->ops.purge)
+        while (a->dirty_head) done += purge_block(a, a->dirty_head);
+    if (!a->ops.shrink) return done;
+    aregion **link = &a->regions;
+    while (*link) {
+        aregion *r = *link;
+        ablock *b = r->grown ? find_block(a, (void *)r->base) : NULL;
+        if (b && b->free && b->size == r->end - r->base) {
+            drop_free_block(a, b);
+            *link = r->next;
+            a->st.reserved -= r->end - r->base;
+            a->st.committed -= r->commit_end - r->base;
+            a->st.regions--;
+            a->ops.shrink((void *)r->base, r->end - r->base, a->ops.ctx);
+            done += r->end - r->base;
+            unit_put(a, r);
+        } else {
+            link = &r->next;
+        }
+    }
+    return done;
+}
+
+/* ---- Introspection ------------------------------------------------------ */
+
+void arena_get_stats(const arena_t *a, arena_stats *out) {
+    *out = a->st;
+    tnode *t = a->by_size;
+    while (t && t->right) t = t->right;
+    out->largest_free = t ? t->k1 : 0;
+}
+
+void arena_walk(const arena_t *a, void (*fn)(void *, size_t, bool, void *), void *arg) {
+    for (ablock *b = a->head; b; b = b->next) fn((void *)b->addr, b->size, !b->free, arg);
+}
+
+const char *arena_check(const arena_t *a) {
+    size_t nfree = 0, nused = 0, bfree = 0, bused = 0, runs = 0, bdirty = 0;
+    const ablock *prev = NULL;
+    for (const ablock *b = a->head; b; prev = b, b = b->next) {
+        if (b->prev != prev) return "list: broken prev link";
+        if (!b->size || (b->size & (a->cfg.granule - 1)) || (b->addr & (a->cfg.granule - 1)))
+            return "block: size or address not a granule multiple";
+        if (prev && prev->addr >= b->addr) return "list: not in address order";
+        const aregion *r = b->region;
+        if (b->addr < r->base || block_end(b) > r->end) return "block: outside its range";
+        bool first = !prev || prev->region != r;
+        if (first) {
+            runs++;
+            if (b->addr != r->base) return "range: does not start with a block";
+        } else {
+            if (block_end(prev) != b->addr) return "list: gap or overlap between blocks";
+            if (prev->free && b->free) return "coalesce: two adjacent free blocks";
+        }
+        if ((!b->next || b->next->region != r) && block_end(b) != r->end) return "range: does not end with a block";
+        if (find_block(a, (void *)b->addr) != b) return "addr tree: block missing";
+        if (b->free) {
+            nfree++;
+            bfree += b->size;
+            tnode *t = tree_find(a->by_size, b->size, b->addr);
+            if (t != &b->by_size) return "size tree: free block missing";
+        } else {
+            nused++;
+            bused += b->size;
+            if (b->on_dirty) return "dirty list: used block on it";
+        }
+    }
+    if (runs != a->st.regions) return "range: blocks of a range are not contiguous in the list";
+    if (prev != a->tail) return "list: tail";
+    if (nfree != a->st.free_blocks || bfree != a->st.free_bytes) return "counters: free";
+    if (nused != a->st.used_blocks || bused != a->st.used_bytes) return "counters: used";
+    if (tree_count(a->by_size) != nfree) return "size tree: count";
+    if (tree_count(a->by_addr) != nfree + nused) return "addr tree: count";
+    if (tree_check(a->by_size) || tree_check(a->by_addr)) return "tree: order or heap broken";
+    const ablock *dp = NULL;
+    for (const ablock *d = a->dirty_head; d; dp = d, d = d->dnext) {
+        if (d->dprev != dp || !d->free || !d->on_dirty) return "dirty list: broken";
+        if (dp && dp->freed_ms > d->freed_ms) return "dirty list: not in age order";
+        bdirty += d->size;
+    }
+    if (dp != a->dirty_tail || bdirty != a->st.dirty_bytes) return "dirty list: bytes or tail";
+    size_t reserved = 0;
+    for (const aregion *r = a->regions; r; r = r->next) reserved += r->end - r->base;
+    if (reserved != a->st.reserved) return "counters: reserved";
+    return NULL;
+}
