@@ -8,7 +8,7 @@
 file(GLOB_RECURSE STRATA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.c)
 
 set(STRATA_COMMON_FLAGS ${STRATA_WARNINGS} -fvisibility=hidden -fno-builtin-malloc
-    -ftls-model=initial-exec -fno-plt)
+    -ftls-model=initial-exec -fno-plt -fno-semantic-interposition)
 
 add_library(strata_obj OBJECT ${STRATA_SOURCES})
 target_include_directories(strata_obj PUBLIC ${CMAKE_SOURCE_DIR}/include)
@@ -20,14 +20,15 @@ find_package(Threads REQUIRED)
 add_library(strata SHARED $<TARGET_OBJECTS:strata_obj>)
 target_include_directories(strata PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
                                          $<INSTALL_INTERFACE:include>)
-target_link_libraries(strata PRIVATE Threads::Threads)
+target_link_libraries(strata PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+target_link_options(strata PRIVATE -Wl,-Bsymbolic-functions -Wl,-z,now)
 set_target_properties(strata PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0)
 
 add_library(strata_static STATIC $<TARGET_OBJECTS:strata_obj>)
 set_target_properties(strata_static PROPERTIES OUTPUT_NAME strata)
 target_include_directories(strata_static PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
                                                 $<INSTALL_INTERFACE:include>)
-target_link_libraries(strata_static PUBLIC Threads::Threads)
+target_link_libraries(strata_static PUBLIC Threads::Threads ${CMAKE_DL_LIBS})
 
 # One object for static override: linking it before libc makes its malloc win.
 add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/strata.o

@@ -23,44 +23,46 @@ extern "C" {
 #define STRATA_VERSION ((STRATA_VERSION_MAJOR * 10000) + (STRATA_VERSION_MINOR * 100) + STRATA_VERSION_PATCH)
 
 #if defined(__GNUC__)
-#define STRATA_MALLOC_ATTR __attribute__((malloc, warn_unused_result))
+#define STRATA_API __attribute__((visibility("default")))
+#define STRATA_MALLOC_ATTR STRATA_API __attribute__((malloc, warn_unused_result))
 #else
+#define STRATA_API
 #define STRATA_MALLOC_ATTR
 #endif
 
 /* ---- The malloc family, prefixed -------------------------------------- */
 STRATA_MALLOC_ATTR void *strata_malloc(size_t size);
 STRATA_MALLOC_ATTR void *strata_calloc(size_t count, size_t size);
-void *strata_realloc(void *p, size_t size);
-void *strata_reallocarray(void *p, size_t count, size_t size);
-void strata_free(void *p);
+STRATA_API void *strata_realloc(void *p, size_t size);
+STRATA_API void *strata_reallocarray(void *p, size_t count, size_t size);
+STRATA_API void strata_free(void *p);
 /* C23: size must be the size asked for (or anything up to the usable size). */
-void strata_free_sized(void *p, size_t size);
-void strata_free_aligned_sized(void *p, size_t alignment, size_t size);
-int strata_posix_memalign(void **out, size_t alignment, size_t size);
+STRATA_API void strata_free_sized(void *p, size_t size);
+STRATA_API void strata_free_aligned_sized(void *p, size_t alignment, size_t size);
+STRATA_API int strata_posix_memalign(void **out, size_t alignment, size_t size);
 STRATA_MALLOC_ATTR void *strata_aligned_alloc(size_t alignment, size_t size);
 STRATA_MALLOC_ATTR void *strata_memalign(size_t alignment, size_t size);
 STRATA_MALLOC_ATTR void *strata_valloc(size_t size);
 STRATA_MALLOC_ATTR void *strata_pvalloc(size_t size);
 /* Exact: for an aligned block it is the bytes from p to the end of its block. */
-size_t strata_malloc_usable_size(const void *p);
+STRATA_API size_t strata_malloc_usable_size(const void *p);
 
 /* Non-zero when p points into memory Strata manages (any block, used or not). */
-int strata_owns(const void *p);
+STRATA_API int strata_owns(const void *p);
 
 /* ---- Returning memory -------------------------------------------------- */
 /* Purge now: gives back to the OS the free memory of the calling thread's
  * heap and of the process-wide caches, and returns how many bytes that was.
  * Other threads' free pages are purged by their own purge delay. */
-size_t strata_release(void);
+STRATA_API size_t strata_release(void);
 
 /* ---- Statistics --------------------------------------------------------- */
 /* Human-readable statistics (the same text STRATA_SHOW_STATS=1 prints at exit). */
-void strata_stats_print(FILE *out);
+STRATA_API void strata_stats_print(FILE *out);
 /* JSON statistics into buf (NUL-terminated).  Returns the length the whole
  * document needs, excluding the NUL, like snprintf: if it is >= size the
  * output was cut short. */
-size_t strata_stats_json(char *buf, size_t size);
+STRATA_API size_t strata_stats_json(char *buf, size_t size);
 
 typedef struct strata_stats_s {
     uint64_t version;        /* STRATA_STATS_VERSION */
@@ -82,7 +84,7 @@ typedef struct strata_stats_s {
     uint64_t adopted;        /* abandoned segments taken over, cumulative */
 } strata_stats_t;
 #define STRATA_STATS_VERSION 1
-void strata_stats_get(strata_stats_t *out);
+STRATA_API void strata_stats_get(strata_stats_t *out);
 
 /* ---- Options -------------------------------------------------------------
  * Each option is read once from the environment variable STRATA_<NAME>
@@ -104,14 +106,14 @@ enum { STRATA_HUGEPAGES_NEVER = 0, STRATA_HUGEPAGES_AUTO = 1, STRATA_HUGEPAGES_A
 enum { STRATA_NUMA_OFF = 0, STRATA_NUMA_LOCAL = 1, STRATA_NUMA_INTERLEAVE = 2 };
 enum { STRATA_ON_ERROR_ABORT = 0, STRATA_ON_ERROR_WARN = 1 };
 
-long strata_option_get(strata_option_t option);
+STRATA_API long strata_option_get(strata_option_t option);
 /* Returns 0, or EINVAL for an unknown option or a value out of range. */
-int strata_option_set(strata_option_t option, long value);
+STRATA_API int strata_option_set(strata_option_t option, long value);
 /* Sets an option by its name as in the environment ("PURGE_DELAY_MS" or
  * "STRATA_PURGE_DELAY_MS") from its textual value ("auto", "64k", "1"). */
-int strata_option_set_str(const char *name, const char *value);
+STRATA_API int strata_option_set_str(const char *name, const char *value);
 /* The name without prefix ("PURGE_DELAY_MS"), or NULL. */
-const char *strata_option_name(strata_option_t option);
+STRATA_API const char *strata_option_name(strata_option_t option);
 
 /* ---- Arenas: best-fit management of any address range --------------------
  * (the large-object tier's engine, usable on its own) */

@@ -31,8 +31,9 @@ int segmap_init(void);
 
 static inline segmap_kind segmap_lookup(const void *p) {
     uintptr_t i = (uintptr_t)p >> SEGMENT_SHIFT;
-    if (i >> (SEGMAP_ADDR_BITS - SEGMENT_SHIFT)) return SEGMAP_NONE;
-    return (segmap_kind)atomic_load_explicit(&segmap_bytes[i], memory_order_relaxed);
+    _Atomic(uint8_t) *map = segmap_bytes;
+    if (__builtin_expect(map == NULL || (i >> (SEGMAP_ADDR_BITS - SEGMENT_SHIFT)) != 0, 0)) return SEGMAP_NONE;
+    return (segmap_kind)atomic_load_explicit(&map[i], memory_order_relaxed);
 }
 /* Marks every chunk overlapping [addr, addr+size). */
 void segmap_set(const void *addr, size_t size, segmap_kind kind);

@@ -53,4 +53,7 @@ uint64_t os_now_ms(void);
 /* Resident set size of this process in bytes (from /proc/self/statm), or 0. */
 size_t os_rss_bytes(void);
 
+/* Start of the program break (the brk heap), from /proc/self/stat; 0 if unknown. */
+uintptr_t os_brk_start(void);
+
 #endif

@@ -1,0 +1,99 @@
+/* alloc.c — malloc: the fast path (pop the direct page's free list) and the
+ * generic path behind it (thread heap creation, delayed frees, page search,
+ * large requests, check mode, purging on the way).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "../large/large.h"
+#include "../stats/stats.h"
+
+static inline void *page_pop(heap_t *heap, page_t *page) {
+    block_t *b = page->free;
+    page->free = b->next;
+    page->used++;
+    heap->stat_alloc[page->class_idx]++;
+    return b;
+}
+
+/* The fast path: small sizes, one load for the page, one for the block. */
+void *strata_malloc(size_t size) {
+    if (likely(size <= DIRECT_MAX)) {
+        heap_t *heap = tls_heap;
+        page_t *page = heap->direct[(size + 7) >> 3];
+        if (likely(page->free != NULL)) return page_pop(heap, page);
+    }
+    return strata_malloc_generic(tls_heap, size, false);
+}
+
+/* Slow-path housekeeping, at most once per millisecond tick per heap. */
+static void heap_maintain(heap_t *heap) {
+    uint64_t now = os_now_ms();
+    if (heap->purge_due && now >= heap->purge_due) segment_purge_idle(heap, now, false, NULL);
+    static _Atomic(uint64_t) next_global;
+    uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
+    if (now >= due && atomic_compare_exchange_strong(&next_global, &due, now + 10)) {
+        segment_cache_release(false);
+        large_collect(now);
+    }
+    heap_flush_stats(heap);
+}
+
+noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
+    if (unlikely(heap == &heap_empty)) {
+        heap = heap_get_or_init();
+        if (!heap) { errno = ENOMEM; return NULL; }
+    }
+    if (unlikely((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE)) {
+        if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+        return large_alloc(size, 16, zero);
+    }
+    heap_collect_delayed(heap);
+    uint32_t cls = class_of(size);
+    page_t *page = heap->queues[cls].first;
+    if (!page || !page->free) {
+        heap_maintain(heap);
+        page = page_find_free(heap, cls);
+        if (!page) { errno = ENOMEM; return NULL; }
+        heap_direct_update(heap, cls);
+    }
+    void *p = page_pop(heap, page);
+    if (unlikely(page->flags & PAGE_CHECK)) {
+        if (!segment_check_toggle_free(segment_of(p), p, false))
+            strata_fatal("block %p handed out twice (free list corrupted: a write after free?)", p);
+    }
+    if (zero) memset(p, 0, page->block_size);
+    return p;
+}
+
+/* Alignment above 16: serve from a size class whose blocks are all aligned,
+ * or carve an aligned pointer out of a bigger block (the page is flagged so
+ * free finds the block start), or go to the large tier. */
+void *strata_malloc_aligned(size_t size, size_t align, bool zero) {
+    if (size > PTRDIFF_MAX || align > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+    if (size == 0) size = 1;
+    if (align <= 16 && (align <= 8 || (size & 15) == 0 || size > 128)) {
+        /* every class above 128 B is a multiple of 16 and pages start 8 KiB aligned */
+        return zero ? strata_calloc(1, size) : strata_malloc(size);
+    }
+    size_t threshold = (size_t)opt(STRATA_OPTION_LARGE_THRESHOLD);
+    size_t rounded = (size + align - 1) & ~(align - 1);
+    if (rounded < threshold && rounded <= CLASS_MAX_SIZE && align <= 8192 &&
+        class_size[class_of(rounded)] % align == 0) {
+        heap_t *heap = tls_heap;
+        return strata_malloc_generic(heap, rounded, zero);
+    }
+    if (size + align - 1 < threshold && size + align - 1 <= CLASS_MAX_SIZE) {
+        heap_t *heap = heap_get_or_init();
+        if (!heap) { errno = ENOMEM; return NULL; }
+        uint8_t *p = strata_malloc_generic(heap, size + align - 1, zero);
+        if (!p) return NULL;
+        uint8_t *a = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+        if (a != p) page_of(segment_of(p), p)->flags |= PAGE_ALIGNED;
+        return a;
+    }
+    if (unlikely(tls_heap == &heap_empty) && !heap_get_or_init()) { errno = ENOMEM; return NULL; }
+    return large_alloc(size, align, zero);
+}

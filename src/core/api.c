@@ -1,0 +1,170 @@
+/* api.c — the rest of the malloc family on top of malloc/free: calloc,
+ * realloc, the aligned allocators, usable size, sized frees, ownership and
+ * release.  The rules follow glibc where C leaves a choice (realloc(p, 0)
+ * frees and returns NULL; malloc(0) returns a unique block).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "../large/large.h"
+
+void *strata_calloc(size_t count, size_t size) {
+    size_t total;
+    if (unlikely(__builtin_mul_overflow(count, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (likely(total <= DIRECT_MAX)) {
+        void *p = strata_malloc(total);
+        if (p) memset(p, 0, total);
+        return p;
+    }
+    return strata_malloc_generic(tls_heap, total, true);
+}
+
+static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
+
+void *strata_realloc(void *p, size_t size) {
+    if (!p) return strata_malloc(size);
+    if (size == 0) {
+        strata_free(p);
+        return NULL;
+    }
+    if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+    segmap_kind kind = segmap_lookup(p);
+    size_t usable;
+    if (kind == SEGMAP_SEGMENT) {
+        usable = strata_usable_size_of(p);
+        if (usable == 0) {
+            strata_error("realloc(): invalid pointer", p);
+            return NULL;
+        }
+        /* Same class or a shrink to no less than half: keep the block. */
+        if (size <= usable && size >= usable / 2 && (long)size < opt(STRATA_OPTION_LARGE_THRESHOLD)) return p;
+    } else if (kind == SEGMAP_LARGE) {
+        usable = large_usable_size(p);
+        if (usable == 0) {
+            strata_error("realloc(): invalid pointer", p);
+            return NULL;
+        }
+        if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) {
+            void *q = large_resize_in_place(p, size);
+            if (q) return q;
+            q = large_realloc_move(p, size);
+            if (q) return q;
+        }
+    } else {
+        strata_error("realloc(): invalid pointer", p);
+        return NULL;
+    }
+    void *q = strata_malloc(size);
+    if (!q) return NULL;
+    memcpy(q, p, usable < size ? usable : size);
+    strata_free(p);
+    return q;
+}
+
+void *strata_reallocarray(void *p, size_t count, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(count, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return strata_realloc(p, total);
+}
+
+void strata_free_sized(void *p, size_t size) {
+    if (p && strata_check_mode && size > strata_usable_size_of(p)) {
+        strata_error("free_sized(): size larger than the block", p);
+        return;
+    }
+    strata_free(p);
+}
+
+void strata_free_aligned_sized(void *p, size_t alignment, size_t size) {
+    if (p && strata_check_mode && ((uintptr_t)p & (alignment - 1)) != 0) {
+        strata_error("free_aligned_sized(): pointer not aligned as said", p);
+        return;
+    }
+    strata_free_sized(p, size);
+}
+
+int strata_posix_memalign(void **out, size_t alignment, size_t size) {
+    if (!is_pow2(alignment) || alignment % sizeof(void *) != 0) return EINVAL;
+    int saved = errno;
+    void *p = strata_malloc_aligned(size, alignment, false);
+    if (!p) {
+        errno = saved;
+        return ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+void *strata_aligned_alloc(size_t alignment, size_t size) {
+    if (!is_pow2(alignment)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return strata_malloc_aligned(size, alignment, false);
+}
+
+void *strata_memalign(size_t alignment, size_t size) {
+    /* glibc rounds a non-power-of-two alignment up */
+    if (alignment == 0) alignment = 1;
+    if (!is_pow2(alignment)) {
+        if (alignment > ((size_t)1 << 62)) { errno = EINVAL; return NULL; }
+        size_t a = 1;
+        while (a < alignment) a <<= 1;
+        alignment = a;
+    }
+    return strata_malloc_aligned(size, alignment, false);
+}
+
+void *strata_valloc(size_t size) {
+    return strata_malloc_aligned(size, os_page_size(), false);
+}
+
+void *strata_pvalloc(size_t size) {
+    size_t ps = os_page_size();
+    if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+    size_t rounded = (size + ps - 1) & ~(ps - 1);
+    if (rounded == 0) rounded = ps;
+    return strata_malloc_aligned(rounded, ps, false);
+}
+
+size_t strata_malloc_usable_size(const void *p) {
+    return strata_usable_size_of(p);
+}
+
+int strata_owns(const void *p) {
+    return p && segmap_lookup(p) != SEGMAP_NONE;
+}
+
+size_t strata_release(void) {
+    size_t bytes = 0;
+    heap_t *heap = tls_heap;
+    if (heap != &heap_empty) {
+        heap_collect_delayed(heap);
+        /* Empty pages that were kept as their class's last page go too. */
+        for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
+            page_t *page = heap->queues[c].first;
+            while (page) {
+                page_t *next = page->next;
+                page_collect(page);
+                if (page->used == 0) {
+                    page_queue_remove(&heap->queues[c], page);
+                    segment_page_free(heap, page);
+                }
+                page = next;
+            }
+            heap_direct_update(heap, c);
+        }
+        segment_purge_idle(heap, os_now_ms(), true, &bytes);
+    }
+    bytes += segment_cache_release(true);
+    bytes += large_release();
+    return bytes;
+}

@@ -1,0 +1,195 @@
+/* heap.c — thread-local heaps: created on a thread's first allocation,
+ * registered so statistics and fork can find them, abandoned when the
+ * thread exits.  Heap structs come from the OS in batches and are reused;
+ * the allocator never calls malloc for its own metadata.
+ *
+ * Lock: registry_lock (the list of live heaps and the free heap structs),
+ * taken after the segment locks at fork.
+ */
+#include "internal.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "../stats/stats.h"
+
+page_t page_empty = {.flags = PAGE_UNUSED};
+heap_t heap_empty;
+STRATA_TLS heap_t *tls_heap = &heap_empty;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static heap_t *registry;        /* live heaps */
+static heap_t *spare_heaps;     /* free heap structs, linked by next_heap */
+static pthread_key_t exit_key;
+static bool exit_key_ready;
+
+static void heap_thread_exit(void *value);
+
+void heap_init_empty(void) {
+    for (size_t i = 0; i < DIRECT_SLOTS; i++) heap_empty.direct[i] = &page_empty;
+}
+
+void heap_init_process(void) {
+    heap_init_empty();
+    if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
+}
+
+static heap_t *heap_struct_alloc(void) {
+    heap_t *h = spare_heaps;
+    if (h) {
+        spare_heaps = h->next_heap;
+        return h;
+    }
+    size_t batch = 256 * 1024;
+    uint8_t *mem = os_alloc_aligned(batch, os_page_size());
+    if (!mem) return NULL;
+    size_t n = batch / sizeof(heap_t);
+    for (size_t i = 1; i < n; i++) {
+        heap_t *x = (heap_t *)(mem + i * sizeof(heap_t));
+        x->next_heap = spare_heaps;
+        spare_heaps = x;
+    }
+    return (heap_t *)mem;
+}
+
+/* Points direct[] slots of class cls at the class's first page, so the
+ * fast path finds it in one load; sizes the fast path must not serve
+ * (large-tier sizes, check mode) keep the empty page. */
+void heap_direct_update(heap_t *heap, uint32_t cls) {
+    if (class_size[cls] > DIRECT_MAX) return;
+    page_t *page = heap->queues[cls].first;
+    if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD)) page = &page_empty;
+    size_t lo = cls == 1 ? 0 : class_size[cls - 1] / 8 + 1;
+    size_t hi = class_size[cls] / 8;
+    for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
+}
+
+heap_t *heap_get_or_init(void) {
+    heap_t *heap = tls_heap;
+    if (likely(heap != &heap_empty)) return heap;
+    if (!strata_ready) strata_process_init();
+    pthread_mutex_lock(&registry_lock);
+    heap = heap_struct_alloc();
+    if (heap) {
+        memset(heap, 0, sizeof *heap);
+        heap->next_heap = registry;
+        if (registry) registry->prev_heap = heap;
+        registry = heap;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (!heap) return NULL;
+    for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
+    heap->initialized = true;
+    tls_heap = heap;
+    stat_add(&stats.threads, 1);
+    /* Set last: with many keys, glibc may allocate here, and the heap is ready. */
+    if (exit_key_ready) pthread_setspecific(exit_key, heap);
+    return heap;
+}
+
+/* Frees blocks other threads handed over through the delayed list. */
+void heap_collect_delayed(heap_t *heap) {
+    block_t *b = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
+    if (!b) return;
+    b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
+    while (b) {
+        block_t *next = b->next;
+        segment_t *seg = segment_of(b);
+        page_t *page = page_of(seg, b);
+        b->next = page->local_free;
+        page->local_free = b;
+        heap->stat_free[page->class_idx]++;
+        page->used--;
+        if (page->flags & PAGE_FULL) page_unfull(heap, page);
+        if (page->used == 0) page_retire(heap, page);
+        b = next;
+    }
+}
+
+/* Folds the heap's class counts into the process-wide live/peak counters. */
+void heap_flush_stats(heap_t *heap) {
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
+        uint64_t a = heap->stat_alloc[c] - heap->stat_flushed_alloc[c];
+        uint64_t f = heap->stat_free[c] - heap->stat_flushed_free[c];
+        if (a == 0 && f == 0) continue;
+        heap->stat_flushed_alloc[c] = heap->stat_alloc[c];
+        heap->stat_flushed_free[c] = heap->stat_free[c];
+        int64_t now = atomic_fetch_add_explicit(&stats_class_live[c], (int64_t)(a - f), memory_order_relaxed) + (int64_t)(a - f);
+        int64_t p = atomic_load_explicit(&stats_class_peak[c], memory_order_relaxed);
+        while (now > p && !atomic_compare_exchange_weak_explicit(&stats_class_peak[c], &p, now, memory_order_relaxed,
+                                                                 memory_order_relaxed)) {
+        }
+    }
+}
+
+/* The heap's thread is gone (or, after fork, never existed in this process):
+ * stop remote frees from reaching it, give back what is empty, and leave the
+ * rest on the abandoned list for other threads to adopt. */
+void heap_abandon(heap_t *heap, bool force) {
+    for (uint32_t q = 1; q <= QUEUE_FULL; q++)
+        for (page_t *p = heap->queues[q].first; p; p = p->next) page_set_delay(p, DELAY_NEVER, force);
+    heap_collect_delayed(heap);
+    for (uint32_t q = 1; q <= QUEUE_FULL; q++) {
+        page_t *p = heap->queues[q].first;
+        while (p) {
+            page_t *next = p->next;
+            page_collect(p);
+            page_queue_remove(&heap->queues[q], p);
+            p->flags &= (uint8_t)~PAGE_FULL;
+            if (p->used == 0) segment_page_free(heap, p);
+            p = next;
+        }
+    }
+    heap_flush_stats(heap);
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
+        atomic_fetch_add_explicit(&stats_class_alloc_done[c], heap->stat_alloc[c], memory_order_relaxed);
+        atomic_fetch_add_explicit(&stats_class_free_done[c], heap->stat_free[c], memory_order_relaxed);
+    }
+    for (int k = 0; k < SEG_KINDS; k++) {
+        segment_t *s = heap->segments[k];
+        while (s) {
+            segment_t *next = s->next;
+            segment_abandon(heap, s);
+            s = next;
+        }
+        heap->segments[k] = NULL;
+    }
+    stat_sub(&stats.threads, 1);
+    stat_add(&stats.abandoned, 1);
+    pthread_mutex_lock(&registry_lock);
+    if (heap->prev_heap) heap->prev_heap->next_heap = heap->next_heap;
+    else registry = heap->next_heap;
+    if (heap->next_heap) heap->next_heap->prev_heap = heap->prev_heap;
+    heap->initialized = false;
+    heap->next_heap = spare_heaps;
+    spare_heaps = heap;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void heap_thread_exit(void *value) {
+    heap_t *heap = value;
+    if (!heap || heap != tls_heap) return;
+    tls_heap = &heap_empty;    /* later frees in this thread take the remote path */
+    heap_abandon(heap, false);
+}
+
+void heap_visit_all(heap_visit_fn *fn, void *arg) {
+    pthread_mutex_lock(&registry_lock);
+    for (heap_t *h = registry; h; h = h->next_heap) fn(h, arg);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void heap_fork_prepare(void) { pthread_mutex_lock(&registry_lock); }
+void heap_fork_parent(void) { pthread_mutex_unlock(&registry_lock); }
+
+/* In the child only the forking thread exists: every other heap is
+ * abandoned so its memory can be adopted and freed here. */
+void heap_fork_child(void) {
+    pthread_mutex_init(&registry_lock, NULL);
+    heap_t *h = registry;
+    while (h) {
+        heap_t *next = h->next_heap;
+        if (h != tls_heap) heap_abandon(h, true);
+        h = next;
+    }
+}

@@ -1,0 +1,383 @@
+/* segment.c — segments: getting them from the OS (or the cache, or the
+ * abandoned list), handing out their pages, taking pages back, purging
+ * idle pages, and abandoning/adopting segments of exited threads.
+ *
+ * Locks (taken in this order at fork, see src/init/fork.c):
+ *   abandoned_lock  the list of abandoned segments
+ *   cache_lock      the cache of empty segments
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "../stats/stats.h"
+
+#define SEGMENT_CACHE_MAX 16   /* empty segments kept for reuse (64 MiB of address space) */
+
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static segment_t *abandoned_list;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static segment_t *cache_list;
+static uint32_t cache_count;
+
+static void list_push(segment_t **list, segment_t *seg) {
+    seg->prev = NULL;
+    seg->next = *list;
+    if (*list) (*list)->prev = seg;
+    *list = seg;
+}
+
+static void list_remove(segment_t **list, segment_t *seg) {
+    if (seg->prev) seg->prev->next = seg->next;
+    else *list = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+    seg->next = seg->prev = NULL;
+}
+
+static void list_push_back(segment_t **list, segment_t *seg) {
+    seg->next = NULL;
+    if (!*list) { seg->prev = NULL; *list = seg; return; }
+    segment_t *t = *list;
+    while (t->next) t = t->next;
+    t->next = seg;
+    seg->prev = t;
+}
+
+static size_t page_area(const segment_t *seg, const page_t *page, uint8_t **start) {
+    uint8_t *a = (uint8_t *)seg + ((size_t)page->index << seg->page_shift);
+    size_t n = (size_t)1 << seg->page_shift;
+    if (page->index == 0) { a += SEGMENT_HEADER_SIZE; n -= SEGMENT_HEADER_SIZE; }
+    *start = a;
+    return n;
+}
+
+static void page_purge(segment_t *seg, page_t *page) {
+    uint8_t *a;
+    size_t n = page_area(seg, page, &a);
+    if (os_purge(a, n) == 0) {
+        stat_add(&stats.purged, n);
+        stat_sub(&stats.committed, n);
+        page->is_zero = 1;
+    }
+    page->purge_at = 0;
+}
+
+static void check_bits_alloc(segment_t *seg) {
+    if (!strata_check_mode || seg->check_bits) return;
+    seg->check_bits = os_alloc_aligned(SEGMENT_SIZE / 64, os_page_size());
+    if (!seg->check_bits) strata_fatal("cannot map the STRATA_CHECK bitmap");
+}
+
+static void segment_setup(segment_t *seg, segment_kind kind, int node) {
+    seg->kind = kind;
+    seg->page_shift = kind == SEG_SMALL ? SMALL_PAGE_SHIFT : MEDIUM_PAGE_SHIFT;
+    seg->page_count = (uint32_t)(SEGMENT_SIZE >> seg->page_shift);
+    seg->used_pages = 0;
+    seg->numa_node = node;
+    for (uint32_t i = 0; i < seg->page_count; i++) {
+        page_t *pg = &seg->pages[i];
+        memset(pg, 0, sizeof *pg);
+        pg->index = (uint8_t)i;
+        pg->flags = PAGE_UNUSED;
+        pg->is_zero = 1;
+    }
+    /* A reused segment may hold stale check bits and stale committed pages;
+     * pages keep whatever purge state they had. */
+    if (seg->check_bits) memset((void *)seg->check_bits, 0, SEGMENT_SIZE / 64);
+    check_bits_alloc(seg);
+}
+
+static void advise_huge(segment_t *seg, segment_kind kind) {
+    long mode = opt(STRATA_OPTION_HUGEPAGES);
+    bool huge = mode == STRATA_HUGEPAGES_ALWAYS || (mode == STRATA_HUGEPAGES_AUTO && kind == SEG_MEDIUM);
+    if (mode == STRATA_HUGEPAGES_NEVER || huge != (bool)seg->huge) {
+        os_advise_huge(seg, SEGMENT_SIZE, huge);
+        seg->huge = huge;
+    }
+}
+
+static void numa_place(segment_t *seg, int node) {
+    long mode = opt(STRATA_OPTION_NUMA);
+    if (mode == STRATA_NUMA_OFF || os_numa_node_count() <= 1) return;
+    if (mode == STRATA_NUMA_INTERLEAVE) os_numa.interleave(seg, SEGMENT_SIZE);
+    else os_numa.bind(seg, SEGMENT_SIZE, node);
+}
+
+static segment_t *segment_from_cache(int node) {
+    if (!cache_list) return NULL;   /* racy peek: a miss only costs a fresh map */
+    pthread_mutex_lock(&cache_lock);
+    segment_t *found = NULL;
+    for (segment_t *s = cache_list; s; s = s->next)
+        if (s->numa_node == node) { found = s; break; }
+    if (found) { list_remove(&cache_list, found); cache_count--; }
+    pthread_mutex_unlock(&cache_lock);
+    return found;
+}
+
+static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
+    segment_t *seg = segment_from_cache(node);
+    if (!seg) {
+        seg = os_alloc_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+        if (!seg) return NULL;
+        stat_add(&stats.reserved, SEGMENT_SIZE);
+        stat_add(&stats.committed, SEGMENT_HEADER_SIZE);
+        numa_place(seg, node);
+        seg->huge = 0;
+        segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT);
+        segment_setup(seg, kind, node);
+    } else {
+        /* keep each page's purge state across reuse */
+        uint8_t zero[SEGMENT_MAX_PAGES];
+        uint32_t n = seg->page_count;
+        uint32_t old_shift = seg->page_shift;
+        for (uint32_t i = 0; i < n; i++) zero[i] = seg->pages[i].is_zero;
+        segment_setup(seg, kind, node);
+        if (old_shift != seg->page_shift) {
+            /* page geometry changed: purge state per new page is unknown, so
+             * treat every page as committed (honest upper bound) */
+            for (uint32_t i = 0; i < seg->page_count; i++) seg->pages[i].is_zero = 0;
+        } else {
+            for (uint32_t i = 0; i < n; i++) seg->pages[i].is_zero = zero[i];
+        }
+    }
+    advise_huge(seg, kind);
+    atomic_store_explicit(&seg->owner, heap, memory_order_release);
+    stat_add_peak(&stats.segments, &stats.segments_peak, 1);
+    return seg;
+}
+
+/* The segment holds no page in use: cache it or unmap it. */
+static void segment_release(heap_t *heap, segment_t *seg) {
+    list_remove(&heap->segments[seg->kind], seg);
+    atomic_store_explicit(&seg->owner, NULL, memory_order_release);
+    stat_sub(&stats.segments, 1);
+    pthread_mutex_lock(&cache_lock);
+    if (cache_count < SEGMENT_CACHE_MAX && opt(STRATA_OPTION_PURGE_DELAY_MS) != 0) {
+        seg->cached_at = os_now_ms();
+        list_push(&cache_list, seg);
+        cache_count++;
+        pthread_mutex_unlock(&cache_lock);
+        return;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    segmap_set(seg, SEGMENT_SIZE, SEGMAP_NONE);
+    size_t committed = SEGMENT_HEADER_SIZE;
+    for (uint32_t i = 0; i < seg->page_count; i++) {
+        if (!seg->pages[i].is_zero) {
+            uint8_t *a;
+            committed += page_area(seg, &seg->pages[i], &a);
+        }
+    }
+    if (seg->check_bits) os_free((void *)seg->check_bits, SEGMENT_SIZE / 64);
+    stat_sub(&stats.committed, committed);
+    stat_sub(&stats.reserved, SEGMENT_SIZE);
+    stat_add(&stats.purged, committed);
+    os_free(seg, SEGMENT_SIZE);
+}
+
+/* Takes over an abandoned segment: its pages join heap's queues. */
+static void segment_adopt(heap_t *heap, segment_t *seg) {
+    atomic_store_explicit(&seg->owner, heap, memory_order_release);
+    list_push(&heap->segments[seg->kind], seg);
+    stat_add_peak(&stats.segments, &stats.segments_peak, 1);
+    stat_add(&stats.adopted, 1);
+    for (uint32_t i = 0; i < seg->page_count; i++) {
+        page_t *page = &seg->pages[i];
+        if (page->flags & PAGE_UNUSED) continue;
+        atomic_store_explicit(&page->heap, heap, memory_order_release);
+        page_set_delay(page, DELAY_NORMAL, true);   /* was NEVER; no free can be in flight */
+        page->flags &= (uint8_t)~PAGE_FULL;
+        page_collect(page);
+        if (page->used == 0) {
+            segment_page_free(heap, page);
+            if (atomic_load_explicit(&seg->owner, memory_order_relaxed) != heap) return;   /* released */
+            continue;
+        }
+        page_queue_push_front(&heap->queues[page->class_idx], page);
+        heap_direct_update(heap, page->class_idx);
+    }
+    if (seg->used_pages == seg->page_count) {   /* keep "free pages first" */
+        list_remove(&heap->segments[seg->kind], seg);
+        list_push_back(&heap->segments[seg->kind], seg);
+    }
+}
+
+static segment_t *abandoned_take(segment_kind kind, int node) {
+    if (!abandoned_list) return NULL;
+    pthread_mutex_lock(&abandoned_lock);
+    segment_t *found = NULL;
+    for (segment_t *s = abandoned_list; s; s = s->next) {
+        if (s->kind == (uint32_t)kind && s->numa_node == node) { found = s; break; }
+    }
+    if (found) list_remove(&abandoned_list, found);
+    pthread_mutex_unlock(&abandoned_lock);
+    return found;
+}
+
+page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
+    int node = opt(STRATA_OPTION_NUMA) == STRATA_NUMA_LOCAL ? os_numa_current_node() : 0;
+    heap->numa_node = node;
+    for (;;) {
+        /* Segments with free pages are kept at the front of the list. */
+        for (segment_t *s = heap->segments[kind]; s && s->used_pages < s->page_count; s = s->next) {
+            if (s->numa_node != node) continue;
+            for (uint32_t i = 0; i < s->page_count; i++) {
+                page_t *page = &s->pages[i];
+                if (!(page->flags & PAGE_UNUSED)) continue;
+                s->used_pages++;
+                if (s->used_pages == s->page_count && s->next) {
+                    list_remove(&heap->segments[kind], s);
+                    list_push_back(&heap->segments[kind], s);
+                }
+                if (page->is_zero) {
+                    uint8_t *a;
+                    stat_add(&stats.committed, page_area(s, page, &a));
+                    page->is_zero = 0;
+                }
+                page->purge_at = 0;
+                stat_add_peak(&stats.pages, &stats.pages_peak, 1);
+                return page;
+            }
+        }
+        segment_t *seg = abandoned_take(kind, node);
+        if (seg) {
+            segment_adopt(heap, seg);
+            continue;   /* its free pages are now ours */
+        }
+        seg = segment_new(heap, kind, node);
+        if (!seg) return NULL;
+        list_push(&heap->segments[kind], seg);
+    }
+}
+
+void segment_page_free(heap_t *heap, page_t *page) {
+    segment_t *seg = segment_of(page);
+    page->flags = PAGE_UNUSED;
+    page->block_size = 0;
+    page->free = page->local_free = NULL;
+    page->capacity = page->used = 0;
+    atomic_store_explicit(&page->heap, NULL, memory_order_relaxed);
+    stat_sub(&stats.pages, 1);
+    long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    if (delay == 0) page_purge(seg, page);
+    else if (delay > 0) {
+        page->purge_at = os_now_ms() + (uint64_t)delay;
+        if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
+    }
+    if (seg->used_pages-- == seg->page_count) {   /* it has a free page again: to the front */
+        list_remove(&heap->segments[seg->kind], seg);
+        list_push(&heap->segments[seg->kind], seg);
+    }
+    if (seg->used_pages == 0) segment_release(heap, seg);
+}
+
+void segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
+    uint64_t next = 0;
+    for (int k = 0; k < SEG_KINDS; k++) {
+        for (segment_t *s = heap->segments[k]; s; s = s->next) {
+            for (uint32_t i = 0; i < s->page_count; i++) {
+                page_t *page = &s->pages[i];
+                if (!(page->flags & PAGE_UNUSED) || page->purge_at == 0) continue;
+                if (all || page->purge_at <= now) {
+                    uint8_t *a;
+                    size_t n = page_area(s, page, &a);
+                    page_purge(s, page);
+                    if (purged) *purged += n;
+                } else if (next == 0 || page->purge_at < next) {
+                    next = page->purge_at;
+                }
+            }
+        }
+    }
+    heap->purge_due = next;
+}
+
+/* Cached segments idle past the delay are unmapped (all: every one). */
+size_t segment_cache_release(bool all) {
+    if (!cache_list) return 0;
+    long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    uint64_t now = os_now_ms();
+    size_t bytes = 0;
+    segment_t *victims = NULL;
+    pthread_mutex_lock(&cache_lock);
+    for (segment_t *s = cache_list, *next; s; s = next) {
+        next = s->next;
+        if (all || (delay >= 0 && s->cached_at + (uint64_t)delay <= now)) {
+            list_remove(&cache_list, s);
+            cache_count--;
+            list_push(&victims, s);
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    for (segment_t *s = victims, *next; s; s = next) {
+        next = s->next;
+        size_t committed = SEGMENT_HEADER_SIZE;
+        for (uint32_t i = 0; i < s->page_count; i++) {
+            if (!s->pages[i].is_zero) {
+                uint8_t *a;
+                committed += page_area(s, &s->pages[i], &a);
+            }
+        }
+        segmap_set(s, SEGMENT_SIZE, SEGMAP_NONE);
+        if (s->check_bits) os_free((void *)s->check_bits, SEGMENT_SIZE / 64);
+        stat_sub(&stats.committed, committed);
+        stat_sub(&stats.reserved, SEGMENT_SIZE);
+        stat_add(&stats.purged, committed);
+        bytes += committed;
+        os_free(s, SEGMENT_SIZE);
+    }
+    return bytes;
+}
+
+void segment_abandon(heap_t *heap, segment_t *seg) {
+    (void)heap;
+    stat_sub(&stats.segments, 1);
+    atomic_store_explicit(&seg->owner, NULL, memory_order_release);
+    pthread_mutex_lock(&abandoned_lock);
+    list_push(&abandoned_list, seg);
+    pthread_mutex_unlock(&abandoned_lock);
+}
+
+/* A thread frees into an abandoned segment: it adopts the segment, so memory
+ * freed by threads that only free is never stranded. */
+bool segment_reclaim_for_free(heap_t *heap, segment_t *seg) {
+    bool taken = false;
+    pthread_mutex_lock(&abandoned_lock);
+    if (atomic_load_explicit(&seg->owner, memory_order_acquire) == NULL) {
+        for (segment_t *s = abandoned_list; s; s = s->next)
+            if (s == seg) { taken = true; break; }
+        if (taken) list_remove(&abandoned_list, seg);
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+    if (taken) segment_adopt(heap, seg);
+    return taken;
+}
+
+/* STRATA_CHECK: bit set = block live.  Returns false if the block was
+ * already in the state asked for (double free, or a free of a block never
+ * handed out). */
+bool segment_check_toggle_free(segment_t *seg, const void *block, bool freeing) {
+    if (!seg->check_bits) return true;
+    size_t bit = ((uintptr_t)block - (uintptr_t)seg) >> 3;
+    uint8_t mask = (uint8_t)(1u << (bit & 7));
+    _Atomic(uint8_t) *byte = &seg->check_bits[bit >> 3];
+    if (freeing) return (atomic_fetch_and_explicit(byte, (uint8_t)~mask, memory_order_relaxed) & mask) != 0;
+    return (atomic_fetch_or_explicit(byte, mask, memory_order_relaxed) & mask) == 0;
+}
+
+void segment_fork_prepare(void) {
+    pthread_mutex_lock(&abandoned_lock);
+    pthread_mutex_lock(&cache_lock);
+}
+
+void segment_fork_parent(void) {
+    pthread_mutex_unlock(&cache_lock);
+    pthread_mutex_unlock(&abandoned_lock);
+}
+
+void segment_fork_child(void) {
+    pthread_mutex_init(&cache_lock, NULL);
+    pthread_mutex_init(&abandoned_lock, NULL);
+}

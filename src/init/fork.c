@@ -1,0 +1,36 @@
+/* fork.c — fork safety.  Before fork every Strata lock is taken, in this
+ * order, so the child never inherits a lock held by a thread it does not
+ * have:
+ *   1. segment locks (abandoned list, then segment cache)   src/core/segment.c
+ *   2. heap registry                                         src/core/heap.c
+ *   3. large tier                                            src/large/
+ * The parent releases them; the child re-initialises them and abandons the
+ * heaps of the threads that did not follow it into the child, so memory
+ * those threads allocated can be freed (and reused) in the child.
+ */
+#include <pthread.h>
+
+#include "../core/internal.h"
+#include "../large/large.h"
+
+static void prepare(void) {
+    segment_fork_prepare();
+    heap_fork_prepare();
+    large_fork_prepare();
+}
+
+static void parent(void) {
+    large_fork_parent();
+    heap_fork_parent();
+    segment_fork_parent();
+}
+
+static void child(void) {
+    large_fork_child();
+    segment_fork_child();
+    heap_fork_child();
+}
+
+void fork_handlers_install(void) {
+    pthread_atfork(prepare, parent, child);
+}

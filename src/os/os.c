@@ -1,0 +1,133 @@
+/* os.c — Linux implementation of the OS layer (see os.h).  Raw mmap/madvise
+ * calls live here and nowhere else.  Aligned reservations over-map by the
+ * alignment and trim both ends, because mmap has no alignment argument.
+ */
+#define _GNU_SOURCE 1
+#include "os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_HUGEPAGE
+#define MADV_HUGEPAGE 14
+#endif
+#ifndef MADV_NOHUGEPAGE
+#define MADV_NOHUGEPAGE 15
+#endif
+
+static size_t page_size_cache;
+
+size_t os_page_size(void) {
+    if (page_size_cache == 0) {
+        long ps = sysconf(_SC_PAGESIZE);
+        page_size_cache = ps > 0 ? (size_t)ps : 4096;
+    }
+    return page_size_cache;
+}
+
+static void *map_aligned(size_t size, size_t align, int prot, int flags) {
+    if (size == 0 || size > ((size_t)1 << 47)) { errno = ENOMEM; return NULL; }
+    size_t ps = os_page_size();
+    if (align < ps) align = ps;
+    /* Try the exact size first: large mappings are often aligned already. */
+    void *p = mmap(NULL, size, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    if (((uintptr_t)p & (align - 1)) == 0) return p;
+    munmap(p, size);
+    if (size + align < size) { errno = ENOMEM; return NULL; }
+    size_t over = size + align;
+    char *raw = mmap(NULL, over, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+    size_t head = (size_t)(aligned - raw);
+    size_t tail = over - head - size;
+    if (head) munmap(raw, head);
+    if (tail) munmap(aligned + size, tail);
+    return aligned;
+}
+
+void *os_alloc_aligned(size_t size, size_t align) {
+    return map_aligned(size, align, PROT_READ | PROT_WRITE, MAP_NORESERVE);
+}
+
+void *os_reserve_aligned(size_t size, size_t align) {
+    return map_aligned(size, align, PROT_NONE, MAP_NORESERVE);
+}
+
+int os_commit(void *addr, size_t size) {
+    return mprotect(addr, size, PROT_READ | PROT_WRITE) == 0 ? 0 : errno;
+}
+
+int os_purge(void *addr, size_t size) {
+    return madvise(addr, size, MADV_DONTNEED) == 0 ? 0 : errno;
+}
+
+int os_decommit(void *addr, size_t size) {
+    /* A fresh PROT_NONE mapping over the range both frees the pages and
+     * drops the commit charge, in one call. */
+    void *p = mmap(addr, size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? errno : 0;
+}
+
+int os_free(void *addr, size_t size) {
+    return munmap(addr, size) == 0 ? 0 : errno;
+}
+
+void *os_remap(void *addr, size_t old_size, size_t new_size) {
+    void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void os_advise_huge(void *addr, size_t size, bool huge) {
+    /* Advice only: a kernel without THP says EINVAL and nothing changes. */
+    (void)madvise(addr, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+}
+
+uint64_t os_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+size_t os_rss_bytes(void) {
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char *s = buf;
+    while (*s && *s != ' ') s++;          /* skip total size */
+    while (*s == ' ') s++;
+    size_t pages = 0;
+    while (*s >= '0' && *s <= '9') pages = pages * 10 + (size_t)(*s++ - '0');
+    return pages * os_page_size();
+}
+
+uintptr_t os_brk_start(void) {
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    /* Field 2 (comm) may hold spaces: count fields after its closing ')'. */
+    char *s = buf + n;
+    while (s > buf && *s != ')') s--;
+    int field = 2;
+    uintptr_t v = 0;
+    for (; *s; s++) {
+        if (*s == ' ') {
+            if (field == 47) break;
+            field++;
+            continue;
+        }
+        if (field == 47 && *s >= '0' && *s <= '9') v = v * 10 + (uintptr_t)(*s - '0');
+    }
+    return v;
+}

@@ -1,0 +1,155 @@
+/* stats.c — reading and printing the statistics (text and JSON).  Output is
+ * built in a caller's buffer or a stack buffer: printing statistics never
+ * allocates, so it is safe at exit and inside a failing program.
+ */
+#include "stats.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/internal.h"
+
+stats_global_t stats;
+_Atomic(int64_t) stats_class_live[STATS_CLASSES];
+_Atomic(int64_t) stats_class_peak[STATS_CLASSES];
+_Atomic(uint64_t) stats_class_alloc_done[STATS_CLASSES];
+_Atomic(uint64_t) stats_class_free_done[STATS_CLASSES];
+
+typedef struct {
+    uint64_t alloc[STATS_CLASSES];
+    uint64_t freed[STATS_CLASSES];
+} class_totals;
+
+static void add_heap(const heap_t *heap, void *arg) {
+    class_totals *t = arg;
+    for (int c = 1; c <= CLASS_COUNT; c++) {
+        t->alloc[c] += heap->stat_alloc[c];
+        t->freed[c] += heap->stat_free[c];
+    }
+}
+
+static void class_totals_get(class_totals *t) {
+    memset(t, 0, sizeof *t);
+    for (int c = 1; c <= CLASS_COUNT; c++) {
+        t->alloc[c] = atomic_load_explicit(&stats_class_alloc_done[c], memory_order_relaxed);
+        t->freed[c] = atomic_load_explicit(&stats_class_free_done[c], memory_order_relaxed);
+    }
+    if (strata_ready) heap_visit_all(add_heap, t);
+}
+
+void strata_stats_get(strata_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    out->version = STRATA_STATS_VERSION;
+#define X(name, help) out->name = atomic_load_explicit(&stats.name, memory_order_relaxed);
+    STRATA_STAT_COUNTERS(X)
+#undef X
+    class_totals t;
+    class_totals_get(&t);
+    out->small_allocated = out->small_freed = 0;
+    for (int c = 1; c <= CLASS_COUNT; c++) {
+        out->small_allocated += t.alloc[c];
+        out->small_freed += t.freed[c];
+    }
+}
+
+/* A growing text in a fixed buffer, with the length it would need. */
+typedef struct {
+    char *buf;
+    size_t size, len;
+} out_t;
+
+static void put(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(out_t *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = o->len < o->size ? o->size - o->len : 0;
+    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->len += (size_t)n;
+}
+
+static const char *human(uint64_t v, char *buf, size_t size) {
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double d = (double)v;
+    int u = 0;
+    while (d >= 1024 && u < 4) { d /= 1024; u++; }
+    if (u == 0) snprintf(buf, size, "%llu B", (unsigned long long)v);
+    else snprintf(buf, size, "%.1f %s", d, units[u]);
+    return buf;
+}
+
+static size_t stats_text(out_t *o) {
+    strata_stats_t s;
+    strata_stats_get(&s);
+    char h[32];
+    put(o, "strata: statistics (pid %d, rss %s)\n", (int)getpid(), human(os_rss_bytes(), h, sizeof h));
+#define X(name, help)                                                                                    \
+    if (strstr(#name, "bytes") || !strcmp(#name, "reserved") || !strcmp(#name, "committed") ||          \
+        !strcmp(#name, "purged"))                                                                       \
+        put(o, "  %-18s %14s   %s\n", #name, human(s.name, h, sizeof h), help);                          \
+    else                                                                                                \
+        put(o, "  %-18s %14llu   %s\n", #name, (unsigned long long)s.name, help);
+    STRATA_STAT_COUNTERS(X)
+#undef X
+    class_totals t;
+    class_totals_get(&t);
+    put(o, "  %-8s %14s %14s %12s %12s\n", "class", "allocated", "freed", "live", "peak live");
+    for (int c = 1; c <= CLASS_COUNT; c++) {
+        if (!t.alloc[c]) continue;
+        int64_t live = (int64_t)(t.alloc[c] - t.freed[c]);
+        int64_t peak = atomic_load_explicit(&stats_class_peak[c], memory_order_relaxed);
+        if (peak < live) peak = live;
+        put(o, "  %-8u %14llu %14llu %12lld %12lld\n", class_size[c], (unsigned long long)t.alloc[c],
+            (unsigned long long)t.freed[c], (long long)live, (long long)peak);
+    }
+    return o->len;
+}
+
+void strata_stats_print(FILE *out) {
+    char buf[16384];
+    out_t o = {buf, sizeof buf, 0};
+    stats_text(&o);
+    fwrite(buf, 1, o.len < sizeof buf ? o.len : sizeof buf - 1, out ? out : stderr);
+    fflush(out ? out : stderr);
+}
+
+void stats_print_at_exit(void) {
+    char buf[16384];
+    out_t o = {buf, sizeof buf, 0};
+    stats_text(&o);
+    size_t n = o.len < sizeof buf ? o.len : sizeof buf - 1;
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(STDERR_FILENO, buf + done, n - done);
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+}
+
+size_t strata_stats_json(char *buf, size_t size) {
+    out_t o = {buf, size, 0};
+    strata_stats_t s;
+    strata_stats_get(&s);
+    put(&o, "{\"version\": %llu", (unsigned long long)s.version);
+#define X(name, help) put(&o, ", \"%s\": %llu", #name, (unsigned long long)s.name);
+    STRATA_STAT_COUNTERS(X)
+#undef X
+    put(&o, ", \"rss\": %llu, \"classes\": [", (unsigned long long)os_rss_bytes());
+    class_totals t;
+    class_totals_get(&t);
+    bool first = true;
+    for (int c = 1; c <= CLASS_COUNT; c++) {
+        if (!t.alloc[c]) continue;
+        int64_t live = (int64_t)(t.alloc[c] - t.freed[c]);
+        int64_t peak = atomic_load_explicit(&stats_class_peak[c], memory_order_relaxed);
+        if (peak < live) peak = live;
+        put(&o, "%s{\"size\": %u, \"allocated\": %llu, \"freed\": %llu, \"live\": %lld, \"peak\": %lld}",
+            first ? "" : ", ", class_size[c], (unsigned long long)t.alloc[c], (unsigned long long)t.freed[c],
+            (long long)live, (long long)peak);
+        first = false;
+    }
+    put(&o, "]}");
+    if (size) buf[o.len < size ? o.len : size - 1] = 0;
+    return o.len;
+}
