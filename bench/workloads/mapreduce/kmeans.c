@@ -46,6 +46,7 @@ int main(int argc, char **argv)
         cent[0] += 1.0;
 
     const mr_stats *st = mr_get_stats(rt);
+    printf("info malloc %s\n", mr_malloc_library());
     mr_metric("threads", mr_threads(rt));
     mr_metric("iterations", (double)st->runs);
     mr_metric("mr_seconds", t1 - t0);

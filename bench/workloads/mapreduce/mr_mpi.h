@@ -11,6 +11,7 @@
 #include <mpi.h>
 #include <omp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* MPI calls happen only between the parallel phases, on the main thread. */
@@ -20,6 +21,8 @@ static inline void mr_mpi_init(int *argc, char ***argv, int *rank, int *size)
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, size);
+    printf("info rank %d malloc %s\n", *rank, mr_malloc_library());
+    fflush(stdout);
 }
 
 /* -t wins, then OMP_NUM_THREADS; otherwise the node's processors are shared

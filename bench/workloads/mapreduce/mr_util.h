@@ -82,4 +82,8 @@ static inline unsigned long long mr_parse_count(const char *opt, const char *s)
     return v;
 }
 
+/* The file malloc was found in (the preloaded allocator, or libc), for an
+ * `info malloc <file>` line. */
+const char *mr_malloc_library(void);
+
 #endif /* MR_UTIL_H */

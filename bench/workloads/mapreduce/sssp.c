@@ -39,6 +39,7 @@ int main(int argc, char **argv)
         dist[p.n / 2] += 1;
 
     const mr_stats *st = mr_get_stats(rt);
+    printf("info malloc %s\n", mr_malloc_library());
     mr_metric("threads", mr_threads(rt));
     mr_metric("iterations", rounds);
     mr_metric("mr_seconds", t1 - t0);
