@@ -294,7 +294,7 @@ static ablock *split_off(arena_t *a, ablock *b, ablock *n, uintptr_t addr, size_
 
 static void free_block(arena_t *a, ablock *b);
 
-void *arena_alloc(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean) {
+static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean, bool may_grow) {
     if (!is_pow2(align)) return NULL;
     if (align < a->cfg.granule) align = a->cfg.granule;
     if (size == 0) size = 1;
@@ -303,7 +303,7 @@ void *arena_alloc(arena_t *a, size_t size, size_t align, size_t *usable, bool *c
     size = rounded;
 
     ablock *b = find_fit(a, size, align);
-    if (!b && a->ops.grow) {
+    if (!b && a->ops.grow && may_grow) {
         size_t len = 0;
         void *base = a->ops.grow(size, align, &len, a->ops.ctx);
         if (base) {
@@ -355,6 +355,14 @@ void *arena_alloc(arena_t *a, size_t size, size_t align, size_t *usable, bool *c
     if (usable) *usable = b->size;
     if (clean) *clean = !b->dirty;
     return (void *)b->addr;
+}
+
+void *arena_alloc(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean) {
+    return alloc_impl(a, size, align, usable, clean, true);
+}
+
+void *arena_alloc_nogrow(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean) {
+    return alloc_impl(a, size, align, usable, clean, false);
 }
 
 /* ---- Free and coalescing ------------------------------------------------ */

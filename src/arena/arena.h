@@ -98,6 +98,8 @@ int arena_add_range(arena_t *a, void *base, size_t len, bool grown, bool committ
  * NULL) whether the block is known to read as zero.  NULL when it does not fit
  * even after growing. */
 void *arena_alloc(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean);
+/* The same without growing: NULL when the ranges held now have no fit. */
+void *arena_alloc_nogrow(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean);
 /* ARENA_OK, ARENA_INVALID (p is not the start of a used block) or ARENA_DOUBLE_FREE. */
 int arena_free(arena_t *a, void *p);
 /* Block size of the used block starting at p, or 0. */

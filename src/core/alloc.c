@@ -31,7 +31,11 @@ void *strata_malloc(size_t size) {
 /* Slow-path housekeeping, at most once per millisecond tick per heap. */
 static void heap_maintain(heap_t *heap) {
     uint64_t now = os_now_ms();
-    if (heap->purge_due && now >= heap->purge_due) segment_purge_idle(heap, now, false, NULL);
+    if (heap->purge_due && now >= heap->purge_due) {
+        uint64_t a = heap_retire_expired(heap, now);
+        uint64_t b = segment_purge_idle(heap, now, false, NULL);
+        heap->purge_due = (a && b) ? (a < b ? a : b) : (a | b);
+    }
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
     if (now >= due && atomic_compare_exchange_strong(&next_global, &due, now + 10)) {

@@ -148,7 +148,7 @@ size_t strata_release(void) {
     heap_t *heap = tls_heap;
     if (heap != &heap_empty) {
         heap_collect_delayed(heap);
-        /* Empty pages that were kept as their class's last page go too. */
+        /* Empty pages, including the ones kept as their class's last page, go too. */
         for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
             page_t *page = heap->queues[c].first;
             while (page) {
@@ -163,6 +163,7 @@ size_t strata_release(void) {
             heap_direct_update(heap, c);
         }
         segment_purge_idle(heap, os_now_ms(), true, &bytes);
+        heap->purge_due = 0;
     }
     bytes += segment_cache_release(true);
     bytes += large_release();

@@ -14,7 +14,10 @@
 #include "../stats/stats.h"
 
 page_t page_empty = {.flags = PAGE_UNUSED};
-heap_t heap_empty;
+/* Every thread starts on this heap: its direct pages are empty, so the first
+ * malloc takes the generic path, which creates the thread's own heap.  It is
+ * initialised statically because malloc may run before any constructor. */
+heap_t heap_empty = {.direct = {[0 ... DIRECT_SLOTS - 1] = &page_empty}};
 STRATA_TLS heap_t *tls_heap = &heap_empty;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -25,12 +28,7 @@ static bool exit_key_ready;
 
 static void heap_thread_exit(void *value);
 
-void heap_init_empty(void) {
-    for (size_t i = 0; i < DIRECT_SLOTS; i++) heap_empty.direct[i] = &page_empty;
-}
-
 void heap_init_process(void) {
-    heap_init_empty();
     if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
 }
 

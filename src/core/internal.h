@@ -83,7 +83,8 @@ typedef struct page_s {
     _Atomic(struct heap_s *) heap;
     struct page_s *next, *prev;  /* in a heap queue */
     uint8_t *start;
-    uint64_t purge_at;        /* unused page: when to purge it; 0 = nothing to purge */
+    uint64_t purge_at;        /* unused page: when to purge it; kept empty page: when to
+                                 give it back (page_retire); 0 = nothing due */
 } page_t;
 
 /* ---- Segments ------------------------------------------------------------
@@ -178,6 +179,7 @@ bool page_set_delay(page_t *page, delay_state state, bool force);
 void page_retire(heap_t *heap, page_t *page);
 void page_unfull(heap_t *heap, page_t *page);
 page_t *page_find_free(heap_t *heap, uint32_t cls);
+uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
 block_t *page_block_start(const page_t *page, const void *p);
 
 /* segment.c */
@@ -185,7 +187,7 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind);
 void segment_page_free(heap_t *heap, page_t *page);
 void segment_abandon(heap_t *heap, segment_t *seg);
 bool segment_reclaim_for_free(heap_t *heap, segment_t *seg);
-void segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged);
+uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged);
 size_t segment_cache_release(bool all);
 void segment_fork_prepare(void);
 void segment_fork_parent(void);

@@ -133,12 +133,19 @@ void page_unfull(heap_t *heap, page_t *page) {
     heap_direct_update(heap, page->class_idx);
 }
 
-/* The page has no block in use.  Keep it if it is its class's only page
- * (so a loop of malloc/free of one size does not map and unmap); otherwise
- * give it back to its segment. */
+/* The page has no block in use.  If it is its class's only page it stays
+ * for a purge delay (so a loop of malloc/free of one size does not map and
+ * unmap) and heap_retire_expired gives it back later; otherwise it goes
+ * back to its segment now. */
 void page_retire(heap_t *heap, page_t *page) {
     page_queue_t *q = (page->flags & PAGE_FULL) ? &heap->queues[QUEUE_FULL] : &heap->queues[page->class_idx];
-    if (!(page->flags & PAGE_FULL) && q->first == page && q->last == page) return;
+    if (!(page->flags & PAGE_FULL) && q->first == page && q->last == page) {
+        long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
+        if (delay < 0) return;
+        page->purge_at = os_now_ms() + (uint64_t)(delay > 0 ? delay : 1);
+        if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
+        return;
+    }
     uint32_t cls = page->class_idx;
     page_queue_remove(q, page);
     segment_page_free(heap, page);
@@ -184,4 +191,26 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
 block_t *page_block_start(const page_t *page, const void *p) {
     size_t off = (size_t)((const uint8_t *)p - page->start);
     return (block_t *)(page->start + (off / page->block_size) * page->block_size);
+}
+
+/* Gives back the empty pages page_retire kept, once their delay is over.
+ * Returns the next deadline among those still kept (0: none). */
+uint64_t heap_retire_expired(heap_t *heap, uint64_t now) {
+    uint64_t next = 0;
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
+        page_t *page = heap->queues[c].first;
+        if (!page || page->purge_at == 0) continue;
+        if (page->used != 0 || page->next) {   /* in use again */
+            page->purge_at = 0;
+            continue;
+        }
+        if (page->purge_at <= now) {
+            page_queue_remove(&heap->queues[c], page);
+            segment_page_free(heap, page);
+            heap_direct_update(heap, c);
+        } else if (next == 0 || page->purge_at < next) {
+            next = page->purge_at;
+        }
+    }
+    return next;
 }

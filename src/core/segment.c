@@ -273,7 +273,8 @@ void segment_page_free(heap_t *heap, page_t *page) {
     if (seg->used_pages == 0) segment_release(heap, seg);
 }
 
-void segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
+/* Purges the heap's unused pages whose delay is over; returns the next deadline (0: none). */
+uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
     uint64_t next = 0;
     for (int k = 0; k < SEG_KINDS; k++) {
         for (segment_t *s = heap->segments[k]; s; s = s->next) {
@@ -291,7 +292,7 @@ void segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
             }
         }
     }
-    heap->purge_due = next;
+    return next;
 }
 
 /* Cached segments idle past the delay are unmapped (all: every one). */

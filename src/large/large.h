@@ -29,6 +29,22 @@ void *large_realloc_move(void *p, size_t size);
 size_t large_release(void);
 /* Give back pages idle for longer than the purge delay (called from slow paths). */
 void large_collect(uint64_t now_ms);
+/* The tier's own counters, summed over its arenas (the stats module reads
+ * them; tests and benchmarks too). */
+typedef struct large_stats_s {
+    size_t reserved;        /* address space of the tier's ranges */
+    size_t committed;       /* made read/write so far (high-water marks) */
+    size_t used_bytes, used_blocks;
+    size_t free_bytes, free_blocks;
+    size_t dirty_bytes;     /* free bytes that may still be resident */
+    size_t regions;
+    uint64_t purged;        /* bytes purged, cumulative */
+    uint64_t allocs, frees; /* cumulative */
+    uint64_t lock_waits;    /* lock acquisitions that found the lock taken */
+} large_stats_t;
+void large_stats_get(large_stats_t *out);
+/* Verifies every arena's invariants; NULL or what is broken (tests). */
+const char *large_check(void);
 /* fork handlers (lock order: see src/init/fork.c). */
 void large_fork_prepare(void);
 void large_fork_parent(void);

@@ -1,0 +1,335 @@
+/* large.c — the large-object tier: malloc'd blocks of STRATA_LARGE_THRESHOLD
+ * bytes or more live in best-fit arenas (src/arena) over big reservations
+ * of address space (LARGE_REGION bytes each, PROT_NONE until committed).
+ *
+ * Freed blocks keep their pages, so a program that frees and allocates the
+ * same big sizes again reuses resident memory: no page faults, no syscall.
+ * Pages of free blocks idle longer than STRATA_PURGE_DELAY_MS are purged
+ * (MADV_DONTNEED), and at once beyond STRATA_LARGE_CACHE_MB of them.
+ *
+ * Threads are spread over a few stripes, each an arena with its own lock,
+ * so concurrent large allocations do not all wait on one mutex.  A block
+ * is freed into the stripe that owns its range (found in the region table);
+ * a thread whose stripe has no fit tries the others before reserving more.
+ */
+#include "large.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "../arena/arena.h"
+#include "../core/segmap.h"
+#include "../options/options.h"
+#include "../os/os.h"
+#include "../stats/stats.h"
+
+#define LARGE_STRIPES 4
+#define LARGE_REGION ((size_t)16 << 30)       /* address space per reservation */
+#define LARGE_COMMIT_STEP ((size_t)64 << 20)  /* commit ahead of the high-water mark */
+#define LARGE_MAX_REGIONS 1024
+/* calloc of a dirty block: write zeros up to this size, purge above it
+ * (the kernel then hands out zero pages, and untouched ones cost nothing). */
+#define LARGE_MEMSET_MAX ((size_t)64 << 20)
+
+typedef struct stripe_s {
+    pthread_mutex_t lock;
+    bool ready;
+    arena_t arena;
+    uint64_t purged_seen;     /* arena purged bytes already added to stats */
+} stripe_t;
+
+static stripe_t stripes[LARGE_STRIPES] = {[0 ... LARGE_STRIPES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+
+/* Ranges are never given back, so the table only grows: readers scan it
+ * without a lock up to the published count. */
+typedef struct region_s {
+    uintptr_t base, end;
+    int stripe;
+} region_t;
+static region_t regions[LARGE_MAX_REGIONS];
+static _Atomic(size_t) region_count;
+static pthread_mutex_t region_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static _Atomic(unsigned) next_stripe;
+static __thread int my_stripe = -1;
+
+/* Sum of contended lock acquisitions (a trylock failed first): tests and
+ * benchmarks read it through large_stats_get to see whether striping is needed. */
+static _Atomic(uint64_t) lock_waits;
+
+/* ---- The arena's view of the OS ----------------------------------------- */
+
+static void *meta_map(size_t len, void *ctx) {
+    (void)ctx;
+    return os_alloc_aligned(len, os_page_size());
+}
+
+static void meta_unmap(void *p, size_t len, void *ctx) {
+    (void)ctx;
+    os_free(p, len);
+}
+
+static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
+    stripe_t *st = ctx;
+    size_t l = (min_len + SEGMENT_MASK) & ~SEGMENT_MASK;
+    if (l < min_len) return NULL;
+    if (l < LARGE_REGION) l = LARGE_REGION;
+    if (align < SEGMENT_SIZE) align = SEGMENT_SIZE;
+    pthread_mutex_lock(&region_lock);
+    size_t n = atomic_load_explicit(&region_count, memory_order_relaxed);
+    void *base = n < LARGE_MAX_REGIONS ? os_reserve_aligned(l, align) : NULL;
+    if (base) {
+        /* Marked before any block in it is handed out, as free() relies on. */
+        segmap_set(base, l, SEGMAP_LARGE);
+        if (opt(STRATA_OPTION_HUGEPAGES) == STRATA_HUGEPAGES_ALWAYS) os_advise_huge(base, l, true);
+        regions[n] = (region_t){(uintptr_t)base, (uintptr_t)base + l, (int)(st - stripes)};
+        atomic_store_explicit(&region_count, n + 1, memory_order_release);
+        stat_add(&stats.reserved, l);
+    }
+    pthread_mutex_unlock(&region_lock);
+    *len = l;
+    return base;
+}
+
+static int region_commit(void *addr, size_t len, void *ctx) {
+    (void)ctx;
+    return os_commit(addr, len);
+}
+
+static int region_purge(void *addr, size_t len, void *ctx) {
+    (void)ctx;
+    return os_purge(addr, len);
+}
+
+static uint64_t clock_ms(void *ctx) {
+    (void)ctx;
+    return os_now_ms();
+}
+
+/* ---- Stripes ------------------------------------------------------------- */
+
+static size_t cache_limit(void) {
+    long mb = opt(STRATA_OPTION_LARGE_CACHE_MB);
+    return (size_t)(mb < 0 ? 0 : mb) * ((size_t)1 << 20) / LARGE_STRIPES;
+}
+
+static void stripe_lock(stripe_t *s) {
+    if (pthread_mutex_trylock(&s->lock) != 0) {
+        atomic_fetch_add_explicit(&lock_waits, 1, memory_order_relaxed);
+        pthread_mutex_lock(&s->lock);
+    }
+    if (!s->ready) {
+        arena_ops ops = {.ctx = s,
+                         .meta_map = meta_map,
+                         .meta_unmap = meta_unmap,
+                         .grow = region_grow,
+                         .commit = region_commit,
+                         .purge = region_purge,
+                         .now_ms = clock_ms};
+        arena_config cfg = {.granule = os_page_size(),
+                            .min_split = os_page_size(),
+                            .commit_step = LARGE_COMMIT_STEP,
+                            .page = os_page_size(),
+                            .purge_delay_ms = opt(STRATA_OPTION_PURGE_DELAY_MS),
+                            .dirty_limit = cache_limit()};
+        if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
+        s->ready = true;
+    }
+    /* Options may change at run time; the arena follows them. */
+    s->arena.cfg.purge_delay_ms = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    s->arena.cfg.dirty_limit = cache_limit();
+}
+
+/* Purges what is due and moves the purge count to the global statistics. */
+static void stripe_unlock(stripe_t *s) {
+    arena_collect(&s->arena);
+    if (s->arena.st.purged != s->purged_seen) {
+        stat_add(&stats.purged, s->arena.st.purged - s->purged_seen);
+        s->purged_seen = s->arena.st.purged;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static stripe_t *my_home(void) {
+    if (my_stripe < 0) my_stripe = (int)(atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % LARGE_STRIPES);
+    return &stripes[my_stripe];
+}
+
+static stripe_t *owner_of(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    size_t n = atomic_load_explicit(&region_count, memory_order_acquire);
+    for (size_t i = 0; i < n; i++)
+        if (a >= regions[i].base && a < regions[i].end) return &stripes[regions[i].stripe];
+    return NULL;
+}
+
+/* ---- The contract of large.h ---------------------------------------------- */
+
+void *large_alloc(size_t size, size_t align, bool zero) {
+    if (align == 0 || (align & (align - 1))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (size > PTRDIFF_MAX || align > ((size_t)1 << 40)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t usable = 0;
+    bool clean = false;
+    stripe_t *home = my_home();
+    stripe_lock(home);
+    void *p = arena_alloc_nogrow(&home->arena, size, align, &usable, &clean);
+    stripe_unlock(home);
+    /* Reuse another stripe's free block before reserving more. */
+    for (int i = 0; !p && i < LARGE_STRIPES; i++) {
+        stripe_t *s = &stripes[i];
+        if (s == home || !s->ready) continue;
+        stripe_lock(s);
+        p = arena_alloc_nogrow(&s->arena, size, align, &usable, &clean);
+        stripe_unlock(s);
+    }
+    if (!p) {
+        stripe_lock(home);
+        p = arena_alloc(&home->arena, size, align, &usable, &clean);
+        stripe_unlock(home);
+    }
+    if (!p) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (zero && !clean) {
+        if (size <= LARGE_MEMSET_MAX) memset(p, 0, size);
+        else os_purge(p, (size + os_page_size() - 1) & ~(os_page_size() - 1));
+    }
+    stat_add(&stats.large_allocated, 1);
+    stat_add_peak(&stats.large_live_bytes, &stats.large_peak_bytes, usable);
+    return p;
+}
+
+void large_free(void *p) {
+    stripe_t *s = owner_of(p);
+    if (!s || !s->ready) {
+        strata_error("free(): invalid pointer", p);
+        return;
+    }
+    stripe_lock(s);
+    size_t usable = arena_usable(&s->arena, p);
+    int r = arena_free(&s->arena, p);
+    stripe_unlock(s);
+    if (r == ARENA_INVALID) {
+        strata_error("free(): invalid pointer", p);
+    } else if (r == ARENA_DOUBLE_FREE) {
+        strata_error("free(): double free", p);
+    } else {
+        stat_add(&stats.large_freed, 1);
+        stat_sub(&stats.large_live_bytes, usable);
+    }
+}
+
+size_t large_usable_size(const void *p) {
+    stripe_t *s = owner_of(p);
+    if (!s || !s->ready) return 0;
+    stripe_lock(s);
+    size_t u = arena_usable(&s->arena, p);
+    stripe_unlock(s);
+    return u;
+}
+
+void *large_resize_in_place(void *p, size_t size) {
+    stripe_t *s = owner_of(p);
+    if (!s || !s->ready) return NULL;
+    stripe_lock(s);
+    size_t before = arena_usable(&s->arena, p), after = 0;
+    bool ok = before && arena_resize(&s->arena, p, size, &after);
+    stripe_unlock(s);
+    if (!ok) return NULL;
+    if (after > before) stat_add_peak(&stats.large_live_bytes, &stats.large_peak_bytes, after - before);
+    else stat_sub(&stats.large_live_bytes, before - after);
+    return p;
+}
+
+/* Moving without copying would need mremap to a fixed place inside our own
+ * reservation; blocks grow in place instead (the reservations are large, so
+ * the last block of a range can always grow), and otherwise the caller copies. */
+void *large_realloc_move(void *p, size_t size) {
+    (void)p;
+    (void)size;
+    return NULL;
+}
+
+size_t large_release(void) {
+    size_t done = 0;
+    for (int i = 0; i < LARGE_STRIPES; i++) {
+        stripe_t *s = &stripes[i];
+        if (!s->ready) continue;
+        stripe_lock(s);
+        done += arena_release(&s->arena);
+        stripe_unlock(s);
+    }
+    return done;
+}
+
+void large_collect(uint64_t now_ms) {
+    (void)now_ms;   /* the arenas read the clock themselves */
+    for (int i = 0; i < LARGE_STRIPES; i++) {
+        stripe_t *s = &stripes[i];
+        if (!s->ready || pthread_mutex_trylock(&s->lock) != 0) continue;
+        stripe_unlock(s);   /* collects */
+    }
+}
+
+void large_stats_get(large_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < LARGE_STRIPES; i++) {
+        stripe_t *s = &stripes[i];
+        if (!s->ready) continue;
+        pthread_mutex_lock(&s->lock);
+        arena_stats a;
+        arena_get_stats(&s->arena, &a);
+        pthread_mutex_unlock(&s->lock);
+        out->reserved += a.reserved;
+        out->committed += a.committed;
+        out->used_bytes += a.used_bytes;
+        out->used_blocks += a.used_blocks;
+        out->free_bytes += a.free_bytes;
+        out->free_blocks += a.free_blocks;
+        out->dirty_bytes += a.dirty_bytes;
+        out->purged += a.purged;
+        out->allocs += a.allocs;
+        out->frees += a.frees;
+        out->regions += a.regions;
+    }
+    out->lock_waits = atomic_load_explicit(&lock_waits, memory_order_relaxed);
+}
+
+const char *large_check(void) {
+    const char *why = NULL;
+    for (int i = 0; i < LARGE_STRIPES && !why; i++) {
+        stripe_t *s = &stripes[i];
+        if (!s->ready) continue;
+        pthread_mutex_lock(&s->lock);
+        why = arena_check(&s->arena);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return why;
+}
+
+/* ---- fork: hold every lock across fork so the child sees whole arenas ---- */
+
+/* Lock order: a stripe, then region_lock (region_grow runs under a stripe lock). */
+void large_fork_prepare(void) {
+    for (int i = 0; i < LARGE_STRIPES; i++) pthread_mutex_lock(&stripes[i].lock);
+    pthread_mutex_lock(&region_lock);
+}
+
+void large_fork_parent(void) {
+    pthread_mutex_unlock(&region_lock);
+    for (int i = LARGE_STRIPES - 1; i >= 0; i--) pthread_mutex_unlock(&stripes[i].lock);
+}
+
+void large_fork_child(void) {
+    for (int i = 0; i < LARGE_STRIPES; i++) pthread_mutex_init(&stripes[i].lock, NULL);
+    pthread_mutex_init(&region_lock, NULL);
+}
