@@ -25,7 +25,12 @@ struct ablock_s {
     uintptr_t addr;
     size_t size;
     uint64_t freed_ms;
-    bool free, dirty, on_dirty;
+    /* [dlo, dhi): the part of a free block that may hold resident or
+     * non-zero pages (empty: the block reads as zero).  Kept exact for the
+     * common case — a freed block merged with never-used space — so the
+     * dirty byte count and purges cover only what was really used. */
+    uintptr_t dlo, dhi;
+    bool free, on_dirty;
 };
 
 /* ---- Metadata pool: fixed-size units carved from meta_map chunks ------- */
@@ -111,7 +116,7 @@ static void dirty_insert_after(arena_t *a, ablock *pos, ablock *b) {
     if (pos) pos->dnext = b;
     else a->dirty_head = b;
     b->on_dirty = true;
-    a->st.dirty_bytes += b->size;
+    a->st.dirty_bytes += b->dhi - b->dlo;
 }
 
 static void dirty_remove(arena_t *a, ablock *b) {
@@ -122,15 +127,38 @@ static void dirty_remove(arena_t *a, ablock *b) {
     else a->dirty_tail = b->dprev;
     b->dprev = b->dnext = NULL;
     b->on_dirty = false;
-    a->st.dirty_bytes -= b->size;
+    a->st.dirty_bytes -= b->dhi - b->dlo;
 }
 
-/* Changes a block's size keeping the byte counters right (not the trees). */
+/* Sets b's dirty extent (empty when hi <= lo), keeping dirty_bytes right. */
+static void set_extent(arena_t *a, ablock *b, uintptr_t lo, uintptr_t hi) {
+    if (hi <= lo) lo = hi = 0;
+    if (b->on_dirty) a->st.dirty_bytes = a->st.dirty_bytes - (b->dhi - b->dlo) + (hi - lo);
+    b->dlo = lo;
+    b->dhi = hi;
+    if (b->on_dirty && lo == hi) dirty_remove(a, b);
+}
+
+/* The smallest extent covering both (either may be empty). */
+static void extent_hull(const ablock *x, uintptr_t *lo, uintptr_t *hi) {
+    if (x->dlo == x->dhi) return;
+    if (*lo == *hi) {
+        *lo = x->dlo;
+        *hi = x->dhi;
+        return;
+    }
+    if (x->dlo < *lo) *lo = x->dlo;
+    if (x->dhi > *hi) *hi = x->dhi;
+}
+
+/* Changes a block's size keeping the byte counters right (not the trees);
+ * the dirty extent is clipped to the new bounds. */
 static void set_size(arena_t *a, ablock *b, size_t n) {
     if (b->free) a->st.free_bytes = a->st.free_bytes - b->size + n;
     else a->st.used_bytes = a->st.used_bytes - b->size + n;
-    if (b->on_dirty) a->st.dirty_bytes = a->st.dirty_bytes - b->size + n;
     b->size = n;
+    uintptr_t lo = b->dlo > b->addr ? b->dlo : b->addr, hi = b->dhi < b->addr + n ? b->dhi : b->addr + n;
+    if (lo != b->dlo || hi != b->dhi) set_extent(a, b, lo, hi);
 }
 
 static void count_block(arena_t *a, ablock *b, int sign) {
@@ -143,20 +171,17 @@ static void count_block(arena_t *a, ablock *b, int sign) {
     }
 }
 
-/* Purges the pages of a dirty free block.  It becomes clean only when every
- * committed byte of it was purged (no partial page left at either end). */
+/* Purges the whole pages of a free block's dirty extent and takes it off
+ * the list.  It reads as zero afterwards only if no partial page was left
+ * at either end; otherwise it keeps its extent (for zeroing) but is not
+ * purged again. */
 static size_t purge_block(arena_t *a, ablock *b) {
-    uintptr_t end = block_end(b);
-    if (end > b->region->commit_end) end = b->region->commit_end;
-    dirty_remove(a, b);
-    if (end <= b->addr) {
-        b->dirty = false;
-        return 0;
-    }
-    uintptr_t lo = align_up(b->addr, a->cfg.page), hi = align_down(end, a->cfg.page);
+    uintptr_t lo = align_up(b->dlo, a->cfg.page), hi = align_down(b->dhi, a->cfg.page);
     size_t done = 0;
     if (hi > lo && a->ops.purge((void *)lo, hi - lo, a->ops.ctx) == 0) done = hi - lo;
-    b->dirty = !(done && lo == b->addr && hi == end);
+    bool exact = done && lo == b->dlo && hi == b->dhi;
+    dirty_remove(a, b);
+    if (exact) set_extent(a, b, 0, 0);
     a->st.purged += done;
     return done;
 }
@@ -283,12 +308,16 @@ static ablock *split_off(arena_t *a, ablock *b, ablock *n, uintptr_t addr, size_
     n->size = size;
     n->region = b->region;
     n->free = true;
-    n->dirty = b->dirty;
     n->freed_ms = b->freed_ms;
+    uintptr_t lo = b->dlo > addr ? b->dlo : addr, hi = b->dhi < addr + size ? b->dhi : addr + size;
+    if (hi > lo) {
+        n->dlo = lo;
+        n->dhi = hi;
+    }
     list_insert_after(a, b, n);
     addr_insert(a, n);
     count_block(a, n, +1);
-    if (b->on_dirty) dirty_insert_after(a, b, n);
+    if (b->on_dirty && n->dhi > n->dlo) dirty_insert_after(a, b, n);
     return n;
 }
 
@@ -342,6 +371,7 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
     if (n1) unit_put(a, n1);
     if (n2) unit_put(a, n2);
 
+    if (clean) *clean = b->dlo == b->dhi;
     dirty_remove(a, b);
     count_block(a, b, -1);
     b->free = false;
@@ -353,7 +383,6 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
         return NULL;
     }
     if (usable) *usable = b->size;
-    if (clean) *clean = !b->dirty;
     return (void *)b->addr;
 }
 
@@ -385,17 +414,20 @@ static void drop_free_block(arena_t *a, ablock *n) {
 static void free_block(arena_t *a, ablock *b) {
     count_block(a, b, -1);
     b->free = true;
-    b->dirty = true;
     count_block(a, b, +1);
+    /* The freed block may have been written anywhere; neighbours bring theirs. */
+    uintptr_t lo = b->addr, hi = block_end(b);
     ablock *n = b->next;
     if (mergeable(b, n)) {
         size_t grow = n->size;
+        extent_hull(n, &lo, &hi);
         drop_free_block(a, n);
         set_size(a, b, b->size + grow);
     }
     ablock *p = b->prev;
     if (mergeable(b, p)) {
         size_t grow = b->size;
+        extent_hull(p, &lo, &hi);
         tree_remove(&a->by_size, &p->by_size);
         dirty_remove(a, p);
         tree_remove(&a->by_addr, &b->by_addr);
@@ -404,8 +436,8 @@ static void free_block(arena_t *a, ablock *b) {
         unit_put(a, b);
         set_size(a, p, p->size + grow);
         b = p;
-        b->dirty = true;
     }
+    set_extent(a, b, lo, hi);
     b->freed_ms = now_ms(a);
     size_insert(a, b);
     if (a->ops.purge) {
@@ -582,7 +614,8 @@ const char *arena_check(const arena_t *a) {
     for (const ablock *d = a->dirty_head; d; dp = d, d = d->dnext) {
         if (d->dprev != dp || !d->free || !d->on_dirty) return "dirty list: broken";
         if (dp && dp->freed_ms > d->freed_ms) return "dirty list: not in age order";
-        bdirty += d->size;
+        if (d->dhi <= d->dlo || d->dlo < d->addr || d->dhi > block_end(d)) return "dirty list: bad extent";
+        bdirty += d->dhi - d->dlo;
     }
     if (dp != a->dirty_tail || bdirty != a->st.dirty_bytes) return "dirty list: bytes or tail";
     size_t reserved = 0;

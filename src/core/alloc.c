@@ -28,9 +28,11 @@ void *strata_malloc(size_t size) {
     return strata_malloc_generic(tls_heap, size, false);
 }
 
-/* Slow-path housekeeping, at most once per millisecond tick per heap. */
+/* Slow-path housekeeping, at most once per clock tick (a few ms) per heap. */
 static void heap_maintain(heap_t *heap) {
     uint64_t now = os_now_ms();
+    if (now == heap->maintained_at) return;
+    heap->maintained_at = now;
     if (heap->purge_due && now >= heap->purge_due) {
         uint64_t a = heap_retire_expired(heap, now);
         uint64_t b = segment_purge_idle(heap, now, false, NULL);

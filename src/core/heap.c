@@ -143,15 +143,8 @@ void heap_abandon(heap_t *heap, bool force) {
         atomic_fetch_add_explicit(&stats_class_alloc_done[c], heap->stat_alloc[c], memory_order_relaxed);
         atomic_fetch_add_explicit(&stats_class_free_done[c], heap->stat_free[c], memory_order_relaxed);
     }
-    for (int k = 0; k < SEG_KINDS; k++) {
-        segment_t *s = heap->segments[k];
-        while (s) {
-            segment_t *next = s->next;
-            segment_abandon(heap, s);
-            s = next;
-        }
-        heap->segments[k] = NULL;
-    }
+    for (int k = 0; k < SEG_KINDS; k++)
+        while (heap->segments[k]) segment_abandon(heap, heap->segments[k]);
     stat_sub(&stats.threads, 1);
     stat_add(&stats.abandoned, 1);
     pthread_mutex_lock(&registry_lock);

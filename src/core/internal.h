@@ -141,6 +141,7 @@ typedef struct heap_s {
     int numa_node;
     bool initialized;
     uint64_t purge_due;                     /* ms: next time free pages may need purging */
+    uint64_t maintained_at;                 /* ms: last slow-path housekeeping */
     struct heap_s *next_heap, *prev_heap;   /* registry of live heaps */
     uint64_t stat_alloc[CLASS_COUNT + 1];
     uint64_t stat_free[CLASS_COUNT + 1];

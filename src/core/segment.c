@@ -91,7 +91,11 @@ static void segment_setup(segment_t *seg, segment_kind kind, int node) {
 
 static void advise_huge(segment_t *seg, segment_kind kind) {
     long mode = opt(STRATA_OPTION_HUGEPAGES);
-    bool huge = mode == STRATA_HUGEPAGES_ALWAYS || (mode == STRATA_HUGEPAGES_AUTO && kind == SEG_MEDIUM);
+    /* auto: no huge pages for segments: their pages are purged one by one,
+     * which splits huge pages, and a partly touched 2 MiB page inflates RSS
+     * (measured: bench/RESULTS.md).  The large tier uses them for big blocks. */
+    (void)kind;
+    bool huge = mode == STRATA_HUGEPAGES_ALWAYS;
     if (mode == STRATA_HUGEPAGES_NEVER || huge != (bool)seg->huge) {
         os_advise_huge(seg, SEGMENT_SIZE, huge);
         seg->huge = huge;
@@ -270,14 +274,23 @@ void segment_page_free(heap_t *heap, page_t *page) {
         list_remove(&heap->segments[seg->kind], seg);
         list_push(&heap->segments[seg->kind], seg);
     }
-    if (seg->used_pages == 0) segment_release(heap, seg);
+    /* An empty segment stays with its heap for the purge delay (it is the
+     * first place the next page comes from); segment_purge_idle releases it. */
+    if (seg->used_pages == 0) {
+        if (delay == 0) segment_release(heap, seg);
+        else if (delay > 0) seg->cached_at = os_now_ms();
+    }
 }
 
-/* Purges the heap's unused pages whose delay is over; returns the next deadline (0: none). */
+/* Purges the heap's unused pages whose delay is over, and hands empty
+ * segments whose delay is over to the cache; returns the next deadline
+ * (0: none). */
 uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
     uint64_t next = 0;
+    long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
     for (int k = 0; k < SEG_KINDS; k++) {
-        for (segment_t *s = heap->segments[k]; s; s = s->next) {
+        for (segment_t *s = heap->segments[k], *snext; s; s = snext) {
+            snext = s->next;
             for (uint32_t i = 0; i < s->page_count; i++) {
                 page_t *page = &s->pages[i];
                 if (!(page->flags & PAGE_UNUSED) || page->purge_at == 0) continue;
@@ -290,6 +303,10 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
                     next = page->purge_at;
                 }
             }
+            if (s->used_pages == 0 && (all || (delay >= 0 && s->cached_at + (uint64_t)delay <= now)))
+                segment_release(heap, s);
+            else if (s->used_pages == 0 && delay >= 0 && (next == 0 || s->cached_at + (uint64_t)delay < next))
+                next = s->cached_at + (uint64_t)delay;
         }
     }
     return next;
@@ -333,7 +350,11 @@ size_t segment_cache_release(bool all) {
 }
 
 void segment_abandon(heap_t *heap, segment_t *seg) {
-    (void)heap;
+    if (seg->used_pages == 0) {   /* nothing to adopt: cache or unmap it */
+        segment_release(heap, seg);
+        return;
+    }
+    list_remove(&heap->segments[seg->kind], seg);
     stat_sub(&stats.segments, 1);
     atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     pthread_mutex_lock(&abandoned_lock);
