@@ -302,6 +302,33 @@ static void test_purge(void) {
     arena_destroy(&a);
 }
 
+/* A freed block merged with never-used space counts (and is purged) only
+ * for the part that was used. */
+static void test_dirty_extent(void) {
+    arena_t a;
+    fake_env e;
+    setup(&a, &e, K, K, 1 * GiB, 1, 0);
+    size_t u;
+    bool clean;
+    void *p = arena_alloc(&a, 64 * K, 1, &u, &clean);
+    void *q = arena_alloc(&a, 16 * K, 1, &u, &clean);
+    CHECK(arena_free(&a, p) == ARENA_OK && arena_free(&a, q) == ARENA_OK);
+    arena_stats s;
+    arena_get_stats(&a, &s);
+    CHECK(s.free_blocks == 1 && s.dirty_bytes == 80 * K);
+    /* Reuse of the front is dirty; what remains after it is clean again. */
+    CHECK(arena_alloc(&a, 80 * K, 1, &u, &clean) == p && !clean);
+    arena_get_stats(&a, &s);
+    CHECK(s.dirty_bytes == 0);
+    void *r = arena_alloc(&a, 8 * K, 1, &u, &clean);
+    CHECK(r == (char *)p + 80 * K && clean);
+    CHECK(arena_free(&a, p) == ARENA_OK);
+    CHECK(arena_release(&a) == 80 * K && e.purged_bytes == 80 * K);
+    CHECK(arena_alloc(&a, 80 * K, 1, &u, &clean) == p && clean);
+    CHECK_ARENA(&a);
+    arena_destroy(&a);
+}
+
 static void test_first_fit(void) {
     arena_t a;
     fake_env e;
@@ -370,6 +397,7 @@ int main(void) {
     test_bad_frees();
     test_too_large_and_grow();
     test_purge();
+    test_dirty_extent();
     test_first_fit();
     printf("arena engine: all tests passed\n");
     return 0;
