@@ -142,6 +142,7 @@ size_t strata_usable_size_of(const void *p) {
     segment_t *seg = segment_of(p);
     page_t *page = page_of(seg, p);
     if (page->flags & PAGE_UNUSED || (const uint8_t *)p < page->start) return 0;
+    if (!(page->flags & PAGE_ALIGNED)) return page->block_size;   /* p is a block start */
     const uint8_t *b = (const uint8_t *)page_block_start(page, p);
     return (size_t)(b + page->block_size - (const uint8_t *)p);
 }

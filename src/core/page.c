@@ -70,7 +70,9 @@ void page_extend(page_t *page) {
     page->capacity += n;
 }
 
-/* Moves thread_free and local_free into free.  Owner only. */
+/* Takes the blocks other threads freed (thread_free) onto local_free, and
+ * local_free onto free when free is empty.  Owner only.  Walking the remote
+ * list is needed anyway, to count the blocks it gives back. */
 void page_collect(page_t *page) {
     uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     if (tf & ~(uintptr_t)3) {
@@ -87,15 +89,8 @@ void page_collect(page_t *page) {
         heap_t *heap = atomic_load_explicit(&page->heap, memory_order_relaxed);
         if (heap) heap->stat_free[page->class_idx] += n;
     }
-    if (page->local_free) {
-        if (page->free == NULL) {
-            page->free = page->local_free;
-        } else {
-            block_t *t = page->local_free;
-            while (t->next) t = t->next;
-            t->next = page->free;
-            page->free = page->local_free;
-        }
+    if (page->free == NULL) {
+        page->free = page->local_free;
         page->local_free = NULL;
     }
 }
