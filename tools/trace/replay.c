@@ -1,0 +1,474 @@
+/* replay.c — strata-replay: replays a trace against an allocator.
+ *
+ *   strata-replay FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so]
+ *                      [--touch none|page|full] [--quiet]
+ *
+ * With --allocator the tool re-executes itself with LD_PRELOAD set; without
+ * it, it measures whatever is preloaded now (the bench harness sets
+ * LD_PRELOAD itself).  One replay thread per recorded thread, each running
+ * its thread's calls in order.  A call that lets go of a block made on
+ * another thread waits until that block has been made: the reader's block
+ * ids come from the global recorded order, so such waits always point back
+ * in time and cannot form a cycle.
+ *
+ * The trace and the tool's tables live in mmap'd memory (mem.c), so the
+ * allocator under test serves only the replayed calls.  Peak RSS is reset
+ * (/proc/self/clear_refs) once the trace is loaded, so "replay RSS" is what
+ * the replayed heap cost above that baseline; fragmentation is that divided
+ * by the trace's peak live bytes.
+ */
+#define _GNU_SOURCE
+#include "mem.h"
+#include "reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *prog = "strata-replay";
+
+#define FAILED_MARK ((void *)1)   /* slot of a block whose replayed call returned NULL */
+#define BANDS 6
+static const char *const band_names[BANDS] = {"0-64", "65-512", "513-4K", "4K-64K", "64K-1M", ">1M"};
+
+static int band_of(uint64_t size)
+{
+    return size <= 64 ? 0 : size <= 512 ? 1 : size <= 4096 ? 2 : size <= 65536 ? 3 : size <= 1048576 ? 4 : 5;
+}
+
+/* ---- clocks ------------------------------------------------------------ */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Per-call timing must cost little next to a malloc: the TSC where there is one. */
+static inline uint64_t ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    return mono_ns();
+#endif
+}
+
+/* ---- allocator selection ------------------------------------------------ */
+
+static int file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int canonical(char *lib, size_t cap)
+{
+    char tmp[PATH_MAX];
+    if (!realpath(lib, tmp))
+        return 0;
+    snprintf(lib, cap, "%s", tmp);
+    return 1;
+}
+
+/* Fills `lib` with the library to preload for `name` ("" for glibc). */
+static int allocator_library(const char *name, char *lib, size_t cap)
+{
+    static const struct { const char *name, *path; } known[] = {
+        {"jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"},
+        {"tcmalloc", "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"},
+        {"mimalloc", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"},
+    };
+    if (strcmp(name, "glibc") == 0 || strcmp(name, "system") == 0) {
+        lib[0] = 0;
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(name, known[i].name) == 0) {
+            snprintf(lib, cap, "%s", known[i].path);
+            return file_exists(lib);
+        }
+    if (strcmp(name, "strata") == 0) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) {
+            self[n] = 0;
+            char *dir = dirname(self);
+            snprintf(lib, cap, "%s/../libstrata.so", dir);
+            if (file_exists(lib))
+                return canonical(lib, cap);
+            snprintf(lib, cap, "%s/../lib/libstrata.so", dir);
+            if (file_exists(lib))
+                return canonical(lib, cap);
+        }
+        snprintf(lib, cap, "%s/libstrata.so", STRATA_INSTALL_LIBDIR);
+        return file_exists(lib);
+    }
+    if (strchr(name, '/')) {
+        if (!realpath(name, lib))
+            return 0;
+        return file_exists(lib);
+    }
+    snprintf(lib, cap, "%s", name);
+    return 0;
+}
+
+/* Re-executes with LD_PRELOAD=lib unless that is already in force. */
+static void become(const char *name, const char *lib, char **argv)
+{
+    const char *done = getenv("STRATA_REPLAY_ALLOCATOR");
+    if (done && strcmp(done, name) == 0)
+        return;
+    setenv("STRATA_REPLAY_ALLOCATOR", name, 1);
+    if (lib[0])
+        setenv("LD_PRELOAD", lib, 1);
+    else
+        unsetenv("LD_PRELOAD");
+    execv("/proc/self/exe", argv);
+    fprintf(stderr, "%s: cannot re-execute with %s: %s\n", prog, name, strerror(errno));
+    exit(2);
+}
+
+/* ---- memory figures ----------------------------------------------------- */
+
+static uint64_t status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    uint64_t v = 0;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            v = strtoull(line + n + 1, NULL, 10);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static int reset_peak_rss(void)
+{
+    int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int ok = write(fd, "5", 1) == 1;
+    close(fd);
+    return ok;
+}
+
+/* ---- replay ------------------------------------------------------------- */
+
+typedef struct {
+    const trace_thread *th;
+    void **slots;
+    int touch;
+    pthread_t handle;
+    uint64_t done[TRACE_OP_COUNT];
+    uint64_t alloc_n[BANDS], alloc_ticks[BANDS], free_n[BANDS], free_ticks[BANDS];
+    uint64_t failures, waits;
+} worker;
+
+static int go;
+
+static void touch_block(char *p, uint64_t size, int mode)
+{
+    if (!p || p == FAILED_MARK || size == 0)
+        return;
+    if (mode == TRACE_TOUCH_FULL) {
+        memset(p, 0xa5, size);
+    } else if (mode == TRACE_TOUCH_PAGE) {
+        for (uint64_t off = 0; off < size; off += 4096)
+            p[off] = 1;
+        p[size - 1] = 1;
+    }
+}
+
+static void *wait_block(worker *w, uint64_t id, int cross)
+{
+    void *p = __atomic_load_n(&w->slots[id], __ATOMIC_ACQUIRE);
+    if (p || !cross)
+        return p;
+    w->waits++;
+    for (unsigned i = 0; !(p = __atomic_load_n(&w->slots[id], __ATOMIC_ACQUIRE)); i++) {
+#if defined(__x86_64__) || defined(__i386__)
+        if (i < 100) {
+            __builtin_ia32_pause();
+            continue;
+        }
+#endif
+        sched_yield();
+    }
+    return p;
+}
+
+static size_t pow2_at_least(uint64_t a)
+{
+    size_t p = sizeof(void *);
+    while (p < a)
+        p <<= 1;
+    return p;
+}
+
+static void *make_block(const trace_event *ev)
+{
+    void *p = NULL;
+    switch (ev->op) {
+    case TRACE_MALLOC:
+        return malloc(ev->size);
+    case TRACE_CALLOC:
+        return calloc(1, ev->size);
+    case TRACE_POSIX_MEMALIGN:
+        return posix_memalign(&p, pow2_at_least(ev->align), ev->size) == 0 ? p : NULL;
+    case TRACE_ALIGNED_ALLOC:
+        return aligned_alloc(pow2_at_least(ev->align), ev->size);
+    case TRACE_MEMALIGN:
+        return memalign(pow2_at_least(ev->align), ev->size);
+    case TRACE_VALLOC:
+        return valloc(ev->size);
+    case TRACE_PVALLOC:
+        return pvalloc(ev->size);
+    default:
+        return NULL;
+    }
+}
+
+static void *run_thread(void *arg)
+{
+    worker *w = arg;
+    while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE))
+        sched_yield();
+    for (uint64_t i = 0; i < w->th->n; i++) {
+        const trace_event *ev = &w->th->ev[i];
+        int cross = ev->flags & TRACE_EV_CROSS;
+        if (ev->op == TRACE_FREE) {
+            if (ev->old_id == TRACE_ID_UNKNOWN)
+                continue;   /* made before recording started */
+            void *p = ev->old_id ? wait_block(w, ev->old_id, cross) : NULL;
+            if (p == FAILED_MARK)
+                p = NULL;
+            int b = band_of(ev->size);
+            uint64_t t0 = ticks();
+            free(p);
+            w->free_ticks[b] += ticks() - t0;
+            w->free_n[b]++;
+            w->done[TRACE_FREE]++;
+            continue;
+        }
+        if (ev->flags & TRACE_EV_FAILED)
+            continue;   /* failed when recorded: nothing to replay */
+        void *q;
+        int b = band_of(ev->size);
+        uint64_t t0, t1;
+        if (ev->op == TRACE_REALLOC) {
+            void *old = NULL;
+            if (ev->old_id && ev->old_id != TRACE_ID_UNKNOWN)
+                old = wait_block(w, ev->old_id, cross);
+            if (old == FAILED_MARK)
+                old = NULL;
+            t0 = ticks();
+            if (ev->size == 0) {   /* allocators differ on realloc(p, 0): free it */
+                free(old);
+                q = ev->id ? malloc(0) : NULL;
+            } else {
+                q = realloc(old, ev->size);
+            }
+            t1 = ticks();
+        } else {
+            t0 = ticks();
+            q = make_block(ev);
+            t1 = ticks();
+        }
+        w->alloc_ticks[b] += t1 - t0;
+        w->alloc_n[b]++;
+        w->done[ev->op]++;
+        if (ev->id) {
+            if (!q)
+                w->failures++;
+            touch_block(q, ev->size, w->touch);
+            __atomic_store_n(&w->slots[ev->id], q ? q : FAILED_MARK, __ATOMIC_RELEASE);
+        }
+    }
+    return NULL;
+}
+
+static void usage(int code)
+{
+    fprintf(code ? stderr : stdout,
+            "usage: %s FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so]\n"
+            "                    [--touch none|page|full] [--quiet]\n",
+            prog);
+    exit(code);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = NULL, *alloc_name = NULL, *touch_arg = NULL;
+    int quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--allocator") == 0 && i + 1 < argc)
+            alloc_name = argv[++i];
+        else if (strcmp(argv[i], "--touch") == 0 && i + 1 < argc)
+            touch_arg = argv[++i];
+        else if (strcmp(argv[i], "--quiet") == 0)
+            quiet = 1;
+        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            usage(0);
+        else if (argv[i][0] == '-' || path)
+            usage(2);
+        else
+            path = argv[i];
+    }
+    if (!path)
+        usage(2);
+    int touch = -1;
+    if (touch_arg) {
+        if (strcmp(touch_arg, "none") == 0) touch = TRACE_TOUCH_NONE;
+        else if (strcmp(touch_arg, "page") == 0) touch = TRACE_TOUCH_PAGE;
+        else if (strcmp(touch_arg, "full") == 0) touch = TRACE_TOUCH_FULL;
+        else usage(2);
+    }
+    char lib[PATH_MAX] = "";
+    if (alloc_name) {
+        if (!allocator_library(alloc_name, lib, sizeof lib)) {
+            fprintf(stderr, "%s: allocator %s: library %s not found\n", prog, alloc_name, lib);
+            return 2;
+        }
+        become(alloc_name, lib, argv);
+    }
+    const char *preload = getenv("LD_PRELOAD");
+
+    static trace t;
+    char err[512];
+    if (trace_load(path, &t, NULL, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog, path, err);
+        return 1;
+    }
+    if (touch < 0)
+        touch = (int)t.touch;
+
+    /* What a faithful replay must do, counted from the trace itself. */
+    uint64_t expect[TRACE_OP_COUNT] = {0};
+    for (uint32_t i = 0; i < t.nthreads; i++)
+        for (uint64_t k = 0; k < t.threads[i].n; k++) {
+            const trace_event *ev = &t.threads[i].ev[k];
+            if (ev->op == TRACE_FREE ? ev->old_id != TRACE_ID_UNKNOWN : !(ev->flags & TRACE_EV_FAILED))
+                expect[ev->op]++;
+        }
+
+    size_t slots_bytes = (t.nblocks + 1) * sizeof(void *);
+    void **slots = mem_alloc(slots_bytes);
+    worker *workers = mem_alloc((size_t)(t.nthreads ? t.nthreads : 1) * sizeof(worker));
+    if (!slots || !workers) {
+        fprintf(stderr, "%s: %s: out of memory for %llu blocks\n", prog, path, (unsigned long long)t.nblocks);
+        return 1;
+    }
+    memset(slots, 0, slots_bytes);   /* resident before the baseline */
+
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    for (uint32_t i = 0; i < t.nthreads; i++) {
+        workers[i].th = &t.threads[i];
+        workers[i].slots = slots;
+        workers[i].touch = touch;
+        int rc = pthread_create(&workers[i].handle, &attr, run_thread, &workers[i]);
+        if (rc != 0) {
+            fprintf(stderr, "%s: %s: cannot start replay thread %u of %u: %s\n", prog, path, i + 1,
+                    t.nthreads, strerror(rc));
+            return 1;
+        }
+    }
+    uint64_t base_kb = status_kb("VmRSS");
+    int reset = reset_peak_rss();
+    uint64_t c0 = ticks(), n0 = mono_ns();
+    __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+    for (uint32_t i = 0; i < t.nthreads; i++)
+        pthread_join(workers[i].handle, NULL);
+    uint64_t n1 = mono_ns(), c1 = ticks();
+    uint64_t hwm_kb = status_kb("VmHWM");
+    double ns_per_tick = (c1 > c0) ? (double)(n1 - n0) / (double)(c1 - c0) : 1.0;
+
+    uint64_t done[TRACE_OP_COUNT] = {0}, failures = 0, waits = 0;
+    uint64_t an[BANDS] = {0}, at[BANDS] = {0}, fn[BANDS] = {0}, ft[BANDS] = {0}, ops = 0, op_ticks = 0;
+    for (uint32_t i = 0; i < t.nthreads; i++) {
+        for (int op = 0; op < TRACE_OP_COUNT; op++)
+            done[op] += workers[i].done[op];
+        for (int b = 0; b < BANDS; b++) {
+            an[b] += workers[i].alloc_n[b];
+            at[b] += workers[i].alloc_ticks[b];
+            fn[b] += workers[i].free_n[b];
+            ft[b] += workers[i].free_ticks[b];
+        }
+        failures += workers[i].failures;
+        waits += workers[i].waits;
+    }
+    for (int b = 0; b < BANDS; b++) {
+        ops += an[b] + fn[b];
+        op_ticks += at[b] + ft[b];
+    }
+    double total_ms = (double)(n1 - n0) / 1e6;
+    uint64_t replay_kb = hwm_kb > base_kb ? hwm_kb - base_kb : 0;
+    double live_kb = (double)t.peak_live_bytes / 1024.0;
+    double frag = live_kb > 0 ? (double)replay_kb / live_kb : 0.0;
+    const char *label = alloc_name ? alloc_name : (preload && *preload) ? preload : "default (nothing preloaded)";
+
+    if (!quiet) {
+        printf("%s: %s\n", prog, path);
+        printf("  program        %s\n", t.program[0] ? t.program : "?");
+        printf("  allocator      %s%s%s\n", label, lib[0] ? " = " : "", lib);
+        printf("  threads        %u (%llu cross-thread waits)\n", t.nthreads, (unsigned long long)waits);
+        printf("  events         %llu, blocks %llu, touch %s\n", (unsigned long long)t.nevents,
+               (unsigned long long)t.nblocks,
+               touch == TRACE_TOUCH_NONE ? "none" : touch == TRACE_TOUCH_FULL ? "full" : "page");
+        printf("  total time     %.3f ms (wall), %.1f ns per call inside the allocator\n", total_ms,
+               ops ? (double)op_ticks * ns_per_tick / (double)ops : 0.0);
+        printf("  size band      allocs   ns/alloc      frees    ns/free\n");
+        for (int b = 0; b < BANDS; b++)
+            if (an[b] || fn[b])
+                printf("  %-9s %11llu %10.1f %10llu %10.1f\n", band_names[b], (unsigned long long)an[b],
+                       an[b] ? (double)at[b] * ns_per_tick / (double)an[b] : 0.0, (unsigned long long)fn[b],
+                       fn[b] ? (double)ft[b] * ns_per_tick / (double)fn[b] : 0.0);
+        printf("  peak RSS       %llu KiB process, %llu KiB of it by the replay (baseline %llu KiB%s)\n",
+               (unsigned long long)hwm_kb, (unsigned long long)replay_kb, (unsigned long long)base_kb,
+               reset ? "" : "; peak not reset, includes loading");
+        printf("  peak live      %.0f KiB in %llu blocks\n", live_kb, (unsigned long long)t.peak_live_blocks);
+        printf("  fragmentation  %.3f (replay peak RSS / peak live bytes)\n", frag);
+    }
+    printf("metric replay_ms %.3f\n", total_ms);
+    printf("metric ops %llu\n", (unsigned long long)ops);
+    printf("metric ns_per_op %.2f\n", ops ? (double)op_ticks * ns_per_tick / (double)ops : 0.0);
+    for (int b = 0; b < BANDS; b++)
+        if (an[b] + fn[b])
+            printf("metric ns_per_op_%s %.2f\n", band_names[b],
+                   (double)(at[b] + ft[b]) * ns_per_tick / (double)(an[b] + fn[b]));
+    printf("metric peak_rss_kb %llu\n", (unsigned long long)hwm_kb);
+    printf("metric replay_rss_kb %llu\n", (unsigned long long)replay_kb);
+    printf("metric peak_live_kb %.0f\n", live_kb);
+    printf("metric fragmentation %.4f\n", frag);
+
+    int ok = failures == 0;
+    for (int op = 1; op < TRACE_OP_COUNT; op++)
+        if (done[op] != expect[op]) {
+            printf("check FAILED: %s replayed %llu times, trace has %llu\n", trace_op_name(op),
+                   (unsigned long long)done[op], (unsigned long long)expect[op]);
+            ok = 0;
+        }
+    if (failures)
+        printf("check FAILED: %llu allocations returned NULL in replay but not when recorded\n",
+               (unsigned long long)failures);
+    if (ok)
+        printf("check ok\n");
+    return ok ? 0 : 1;
+}
