@@ -118,7 +118,80 @@ STRATA_API const char *strata_option_name(strata_option_t option);
 /* ---- Arenas: best-fit management of any address range --------------------
  * (the large-object tier's engine, usable on its own) */
 /* --- arena API --- */
+/* An arena hands out blocks of one address range by best fit (the smallest
+ * free block that is large enough, lowest address among equals), coalesces
+ * on free, and serves any power-of-two alignment up to 1 GiB.  Its metadata
+ * lives outside the range: Strata never reads or writes the managed bytes
+ * of a caller-owned range, so it may be device memory, a shared-memory
+ * segment, a hugetlbfs file or an RDMA-registered buffer.  See docs/arena.md.
+ * All functions are thread-safe (one lock per arena). */
 typedef struct strata_arena_s strata_arena;
+
+/* Asked for more room: return the start of a new range of at least
+ * min_length bytes, aligned to align, and store its length; NULL if none. */
+typedef void *(*strata_arena_grow_fn)(size_t min_length, size_t align, size_t *length, void *user);
+/* Gives back a range the grow callback returned, once it is entirely free
+ * (strata_arena_trim) or when the arena is destroyed. */
+typedef void (*strata_arena_release_fn)(void *base, size_t length, void *user);
+
+typedef struct strata_arena_config_s {
+    /* Where the memory comes from, one of:
+     *  - base and length: a caller-owned range (grow may add more);
+     *  - base NULL, grow set: every range comes from grow;
+     *  - base NULL, grow NULL: Strata reserves ranges of length bytes
+     *    (0: 1 GiB) of address space, commits pages on demand, purges idle
+     *    free pages after STRATA_PURGE_DELAY_MS, and reserves further
+     *    ranges when full unless STRATA_ARENA_NO_GROW. */
+    void *base;
+    size_t length;
+    /* A power of two: block addresses and sizes are multiples of it
+     * (0: the page size for ranges Strata reserves, 256 otherwise). */
+    size_t granularity;
+    /* A remainder smaller than this stays with the block it was cut from
+     * (0: the granularity). */
+    size_t min_split;
+    strata_arena_grow_fn grow;
+    strata_arena_release_fn release;
+    void *user;              /* passed to grow and release */
+    unsigned flags;          /* STRATA_ARENA_* */
+} strata_arena_config;
+
+#define STRATA_ARENA_NO_GROW 1u    /* never add a range after the first */
+#define STRATA_ARENA_FIRST_FIT 2u  /* first fit by address (for comparison) */
+
+typedef struct strata_arena_stats_s {
+    size_t reserved;         /* bytes of all ranges */
+    size_t committed;        /* bytes made usable (ranges Strata reserved) */
+    size_t used_bytes, used_blocks;
+    size_t free_bytes, free_blocks;
+    size_t largest_free;     /* largest free block */
+    size_t dirty_bytes;      /* free bytes that may be resident (Strata's ranges) */
+    size_t ranges;
+    uint64_t allocs, frees, purged, grows;   /* cumulative */
+} strata_arena_stats_t;
+
+/* NULL with errno EINVAL (bad config) or ENOMEM. */
+STRATA_API strata_arena *strata_arena_create(const strata_arena_config *config);
+/* A block of at least size bytes aligned to align (a power of two; 0 or
+ * another value is reported as "arena alloc(): invalid alignment" and
+ * gives NULL with errno EINVAL).  NULL with errno ENOMEM when it does not
+ * fit, also after growing. */
+STRATA_API void *strata_arena_alloc(strata_arena *a, size_t size, size_t align);
+/* p must be a block start from this arena; anything else is reported
+ * ("arena free(): invalid pointer 0x..." or "arena free(): double free"). */
+STRATA_API void strata_arena_free(strata_arena *a, void *p);
+/* The block's size (>= what was asked for), or 0 if p is not a live block. */
+STRATA_API size_t strata_arena_usable_size(strata_arena *a, const void *p);
+/* Resizes in place (shrinks, or grows into the free block after it).
+ * Returns 0, ENOMEM when it cannot without moving, EINVAL for a bad p. */
+STRATA_API int strata_arena_resize(strata_arena *a, void *p, size_t size);
+/* Purges the free pages of ranges Strata reserved and gives back (release)
+ * entirely free grown ranges; returns how many bytes that was. */
+STRATA_API size_t strata_arena_trim(strata_arena *a);
+STRATA_API void strata_arena_stats(strata_arena *a, strata_arena_stats_t *out);
+/* Frees every block; grown ranges go back through release (the first
+ * caller-owned range stays the caller's). */
+STRATA_API void strata_arena_destroy(strata_arena *a);
 /* --- end arena API --- */
 
 #ifdef __cplusplus

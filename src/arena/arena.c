@@ -270,16 +270,23 @@ static ablock *find_fit(arena_t *a, size_t size, size_t align) {
     tnode *t = tree_lower_bound(a->by_size, size, 0);
     if (align <= a->cfg.granule) return t ? BLOCK_OF(t, by_size) : NULL;
     /* Aligned: the best few candidates by size may already have an aligned
-     * start; otherwise a block with room for the worst padding surely fits. */
+     * start; otherwise a block with room for the worst padding surely fits;
+     * failing that, every remaining candidate is tried (rare), so NULL
+     * always means nothing fits. */
     for (int i = 0; t && i < 16; i++) {
         ablock *b = BLOCK_OF(t, by_size);
         if (fits(b, size, align)) return b;
         t = tree_lower_bound(a->by_size, b->size, b->addr + 1);
     }
     size_t worst = size + (align - a->cfg.granule);
-    if (worst < size) return NULL;
-    t = tree_lower_bound(a->by_size, worst, 0);
-    return t ? BLOCK_OF(t, by_size) : NULL;
+    tnode *w = worst >= size ? tree_lower_bound(a->by_size, worst, 0) : NULL;
+    if (w) return BLOCK_OF(w, by_size);
+    while (t) {
+        ablock *b = BLOCK_OF(t, by_size);
+        if (fits(b, size, align)) return b;
+        t = tree_lower_bound(a->by_size, b->size, b->addr + 1);
+    }
+    return NULL;
 }
 
 /* Makes the region usable up to the end of b. */
