@@ -177,11 +177,13 @@ size_t trace_header_encode(uint8_t *out, size_t cap, uint64_t pid, uint64_t star
     return TRACE_HEADER_FIXED + plen;
 }
 
-size_t trace_end_encode(uint8_t out[TRACE_END_SIZE], uint64_t chunks, uint64_t records)
+size_t trace_end_encode(uint8_t out[TRACE_END_SIZE], uint64_t chunks, uint64_t records,
+                        uint64_t ticks_per_second)
 {
     put32(out, TRACE_END_MAGIC);
     put32(out + 4, 0);
     put64(out + 8, chunks);
     put64(out + 16, records);
+    put64(out + 24, ticks_per_second);
     return TRACE_END_SIZE;
 }

@@ -9,12 +9,15 @@
  *   chunk   : u32 CHUNK_MAGIC, u32 thread, u32 payload bytes, u32 records,
  *             u64 base seq, u64 base time (ns since start), u64 checksum,
  *             then the payload (records)
- *   end     : u32 END_MAGIC, u32 0, u64 chunks, u64 records
+ *   end     : u32 END_MAGIC, u32 0, u64 chunks, u64 records,
+ *             u64 clock ticks per second
  *
  * All integers are little-endian.  Each thread writes its own chunks, so a
  * chunk holds the records of one thread in program order.  A record is an op
  * byte followed by LEB128 varints: seq delta, time delta, then per op the
- * fields below.  Addresses are zigzag deltas from the previous address of the
+ * fields below.  Times are in clock ticks since the start (the recorder
+ * reads the CPU's time-stamp counter, a third of the cost of clock_gettime
+ * here); the end record says how many ticks make a second.  Addresses are zigzag deltas from the previous address of the
  * chunk; block ids are not stored but derived by the reader from addresses
  * and the global sequence number (see reader.c), which keeps the recording
  * path free of any shared table.
@@ -34,7 +37,7 @@
 #define TRACE_CHUNK_MAGIC 0x4b4e4843u   /* "CHNK" */
 #define TRACE_END_MAGIC 0x444e4554u     /* "TEND" */
 #define TRACE_CHUNK_HEADER 40
-#define TRACE_END_SIZE 24
+#define TRACE_END_SIZE 32
 #define TRACE_CHUNK_PAYLOAD_MAX (1u << 20)  /* readers reject bigger chunks */
 #define TRACE_RECORD_MAX 80             /* op byte + at most 7 varints */
 
@@ -65,7 +68,7 @@ int trace_op_allocates(int op);   /* makes a new block (realloc too) */
 typedef struct trace_record {
     uint8_t op;
     uint64_t seq;
-    uint64_t time_ns;
+    uint64_t time_ns;   /* clock ticks, see the end record */
     uint64_t size;
     uint64_t align;
     uint64_t addr;      /* block made; 0 when the call failed or for a free */
@@ -99,7 +102,8 @@ size_t trace_chunk_seal(trace_chunk *c);
 /* Header and end record encoders; return bytes written into out. */
 size_t trace_header_encode(uint8_t *out, size_t cap, uint64_t pid, uint64_t start_ns,
                            int touch, const char *program);
-size_t trace_end_encode(uint8_t out[TRACE_END_SIZE], uint64_t chunks, uint64_t records);
+size_t trace_end_encode(uint8_t out[TRACE_END_SIZE], uint64_t chunks, uint64_t records,
+                        uint64_t ticks_per_second);
 
 uint64_t trace_checksum(const uint8_t *p, size_t n);
 

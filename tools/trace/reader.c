@@ -150,6 +150,10 @@ static int walk_chunks(const uint8_t *map, uint64_t size, uint64_t first, trace 
                             (unsigned long long)t->nchunks, (unsigned long long)records);
             if (off + TRACE_END_SIZE != size)
                 return fail(e, off + TRACE_END_SIZE, "unexpected data after the end record");
+            t->ticks_per_second = trace_get64(map + off + 24);
+            if (t->ticks_per_second < 1000 || t->ticks_per_second > 100000000000000ull)
+                return fail(e, off + 24, "corrupt end record (%llu clock ticks per second)",
+                            (unsigned long long)t->ticks_per_second);
             t->nevents = records;
             return 0;
         }
@@ -193,7 +197,7 @@ static uint64_t unzigzag(uint64_t base, uint64_t z)
 }
 
 static int decode_chunk(const uint8_t *map, uint64_t off, trace_thread *th, uint64_t *last_seq,
-                        errbuf *e)
+                        double ns_per_tick, errbuf *e)
 {
     const uint8_t *h = map + off;
     uint32_t len = trace_get32(h + 8), n = trace_get32(h + 12);
@@ -222,7 +226,7 @@ static int decode_chunk(const uint8_t *map, uint64_t off, trace_thread *th, uint
         memset(ev, 0, sizeof *ev);
         ev->op = op;
         ev->seq = seq;
-        ev->time_ns = time;
+        ev->time_ns = (uint64_t)((double)time * ns_per_tick);
         switch (op) {
         case TRACE_FREE:
             addr = ev->old_id = unzigzag(addr, v[0]);
@@ -463,7 +467,7 @@ static int parse(const uint8_t *map, uint64_t size, trace *t, trace_visit_fn vis
     for (uint64_t off = first; rc == 0 && trace_get32(map + off) == TRACE_CHUNK_MAGIC;
          off += TRACE_CHUNK_HEADER + trace_get32(map + off + 8)) {
         uint32_t idx = tid_index[trace_get32(map + off + 4)] - 1;
-        rc = decode_chunk(map, off, &t->threads[idx], &last_seq[idx], e);
+        rc = decode_chunk(map, off, &t->threads[idx], &last_seq[idx], 1e9 / (double)t->ticks_per_second, e);
     }
     mem_free(last_seq, (size_t)t->nthreads * 8 + 8);
     mem_free(tid_index, (size_t)(max_tid + 1) * 4);

@@ -50,7 +50,7 @@ typedef struct trace_block {
 typedef struct trace {
     const char *path;
     unsigned version, touch;
-    uint64_t pid, start_ns;
+    uint64_t pid, start_ns, ticks_per_second;
     char program[TRACE_PROGRAM_MAX + 1];
     uint32_t nthreads;
     trace_thread *threads;

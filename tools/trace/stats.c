@@ -1,8 +1,12 @@
 /* stats.c — strata-trace-stats: what a trace says about a program's use of
  * the heap (sizes, lifetimes, live bytes over time, cross-thread frees,
- * realloc patterns), as text or with --json as one JSON object.
+ * realloc patterns), as text or with --json as one JSON object; --dump
+ * lists every event in global order instead.
  *
- *   strata-trace-stats FILE [--json]
+ *   strata-trace-stats FILE [--json | --dump]
+ *
+ * JSON "bytes" per operation: bytes asked by successful calls; for free,
+ * the sizes of the blocks let go.
  */
 #define _GNU_SOURCE
 #include "reader.h"
@@ -36,6 +40,8 @@ typedef struct {
     uint64_t live_bytes, live_blocks;
     uint64_t s_time[SERIES_MAX], s_bytes[SERIES_MAX], s_blocks[SERIES_MAX];
     uint64_t peak_bytes, peak_time;
+    uint64_t op_bytes[TRACE_OP_COUNT];
+    int dump;
 } stats;
 
 static int size_bucket(uint64_t s)
@@ -46,7 +52,17 @@ static int size_bucket(uint64_t s)
 static void visit(void *ctx, uint32_t thread, const trace_event *ev, const trace_block *released)
 {
     stats *st = ctx;
-    (void)thread;
+    if (st->dump) {
+        /* One line per event in global order: the raw material for tests. */
+        printf("%llu %u %s %llu %u %llu %lld %s%s%s%s\n", (unsigned long long)ev->seq,
+               st->t->threads[thread].tid, trace_op_name(ev->op), (unsigned long long)ev->size,
+               ev->align, (unsigned long long)ev->id,
+               ev->old_id == TRACE_ID_UNKNOWN ? -1LL : (long long)ev->old_id,
+               ev->flags & TRACE_EV_CROSS ? "C" : "-", ev->flags & TRACE_EV_FAILED ? "F" : "-",
+               ev->flags & TRACE_EV_INPLACE ? "I" : "-", ev->flags & TRACE_EV_REUSED ? "R" : "-");
+    }
+    if (!(ev->flags & TRACE_EV_FAILED))
+        st->op_bytes[ev->op] += ev->size;
     if (released) {
         uint64_t life = ev->time_ns - released->born_ns, limit = 1000;
         int b = 0;
@@ -270,6 +286,9 @@ static void print_json(const trace *t, const stats *st)
     printf("\"operations\":{");
     for (int op = 1; op < TRACE_OP_COUNT; op++)
         printf("%s\"%s\":%llu", op > 1 ? "," : "", trace_op_name(op), (unsigned long long)t->op_count[op]);
+    printf("},\"bytes\":{");
+    for (int op = 1; op < TRACE_OP_COUNT; op++)
+        printf("%s\"%s\":%llu", op > 1 ? "," : "", trace_op_name(op), (unsigned long long)st->op_bytes[op]);
     printf("},\"free_null\":%llu,\"unknown_releases\":%llu,\"failed\":%llu,\"reused\":%llu,",
            (unsigned long long)t->null_frees, (unsigned long long)t->unknown_releases,
            (unsigned long long)t->failed, (unsigned long long)t->reused);
@@ -332,25 +351,27 @@ static void print_json(const trace *t, const stats *st)
 
 int main(int argc, char **argv)
 {
+    static stats st;
     const char *path = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             json = 1;
+        else if (strcmp(argv[i], "--dump") == 0)
+            st.dump = 1;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: %s FILE [--json]\n", prog);
+            printf("usage: %s FILE [--json | --dump]\n", prog);
             return 0;
         } else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "usage: %s FILE [--json]\n", prog);
+            fprintf(stderr, "usage: %s FILE [--json | --dump]\n", prog);
             return 2;
         } else
             path = argv[i];
     }
     if (!path) {
-        fprintf(stderr, "usage: %s FILE [--json]\n", prog);
+        fprintf(stderr, "usage: %s FILE [--json | --dump]\n", prog);
         return 2;
     }
-    static stats st;
     static trace t;
     st.t = &t;
     st.every = 1;
@@ -361,7 +382,7 @@ int main(int argc, char **argv)
     }
     if (json)
         print_json(&t, &st);
-    else
+    else if (!st.dump)
         print_text(&t, &st);
     trace_unload(&t);
     return 0;

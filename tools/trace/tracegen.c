@@ -199,8 +199,14 @@ static void writer_open(writer *w, const char *path, uint32_t nthreads, int touc
     }
     char program[TRACE_PROGRAM_MAX + 1] = "";
     size_t used = 0;
-    for (int i = 0; i < argc && used < TRACE_PROGRAM_MAX; i++)
+    /* The output name stays out: the same arguments make the same bytes. */
+    for (int i = 0; i < argc && used < TRACE_PROGRAM_MAX; i++) {
+        if (strcmp(argv[i], "-o") == 0) {
+            i++;
+            continue;
+        }
         used += (size_t)snprintf(program + used, sizeof program - used, "%s%s", i ? " " : "", argv[i]);
+    }
     uint8_t header[TRACE_HEADER_FIXED + TRACE_PROGRAM_MAX];
     size_t n = trace_header_encode(header, sizeof header, 0, 0, touch, program);
     if (fwrite(header, 1, n, w->f) != n)
@@ -250,7 +256,7 @@ static void writer_close(writer *w)
         free(w->chunks[t].buf);
     }
     uint8_t end[TRACE_END_SIZE];
-    trace_end_encode(end, w->nchunks, w->nrecords);
+    trace_end_encode(end, w->nchunks, w->nrecords, 1000000000ull);   /* ticks are ns */
     if (fwrite(end, 1, sizeof end, w->f) != sizeof end || fclose(w->f) != 0)
         die("write failed", w->path);
     free(w->chunks);
