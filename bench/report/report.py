@@ -1,0 +1,412 @@
+"""report.py — turns bench/results/results.csv into report.md.
+
+Standard library only (run-bench imports it before any virtual environment
+exists).  Medians are taken over the runs that passed their check; a workload
+with a failed run says so in its cell.  "Best other" is the best of every
+allocator that is not Strata (glibc included); the issue targets compare with
+the best of jemalloc/tcmalloc/mimalloc for time and the smallest of all for
+peak RSS, and the Targets section checks exactly those.
+"""
+import csv
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import time
+
+ORDER = ["glibc", "jemalloc", "tcmalloc", "mimalloc", "strata"]
+FAST_OTHERS = ["jemalloc", "tcmalloc", "mimalloc"]
+TIME_SLACK = 1.10   # issue 2: within 10 % of the fastest of jemalloc/tcmalloc/mimalloc
+RSS_SLACK = 1.20    # issue 2: peak RSS within 1.2x of the smallest
+PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libgoogle-perftools4", "mimalloc": "libmimalloc2.0"}
+
+
+# ---- metadata -------------------------------------------------------------------
+
+def _cmd(argv):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def collect_meta(root, build, allocators, missing, runs, quick, command, suites):
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                if ln.startswith("model name"):
+                    cpu = ln.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    thp = ""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            m = re.search(r"\[(\w+)\]", f.read())
+            thp = m.group(1) if m else ""
+    except OSError:
+        pass
+    versions = {"glibc": os.confstr("CS_GNU_LIBC_VERSION").replace("glibc ", "") if hasattr(os, "confstr") else ""}
+    for a, pkg in PACKAGES.items():
+        versions[a] = _cmd(["dpkg-query", "-W", "-f", "${Version}", pkg])
+    commit = _cmd(["git", "-C", root, "rev-parse", "--short", "HEAD"])
+    if commit and _cmd(["git", "-C", root, "status", "--porcelain", "--untracked-files=no", "src", "include"]):
+        commit += " (with uncommitted changes in src/ or include/)"
+    versions["strata"] = commit
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": command, "quick": bool(quick), "runs": runs,
+        "machine": "%s, %d cores, %s GiB, Linux %s, THP %s" % (
+            cpu or platform.machine(), os.cpu_count() or 0, _mem_gib(), platform.release(), thp or "?"),
+        "allocators": allocators, "missing": [m[0] for m in missing], "versions": versions,
+        "commands": {e.name: e.command.replace(root + "/", "") for s in suites for e in s.entries},
+    }
+
+
+def _mem_gib():
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+        return "%.0f" % (kb / 1048576.0)
+    except (OSError, ValueError, IndexError):
+        return "?"
+
+
+def write_meta(path, meta):
+    with open(path, "w") as f:
+        json.dump(meta, f, indent=1, sort_keys=True)
+
+
+def read_meta(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+# ---- data -------------------------------------------------------------------------
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def parse_metrics(text):
+    out = {}
+    for kv in (text or "").split(";"):
+        k, eq, v = kv.partition("=")
+        if eq:
+            try:
+                out[k] = float(v)
+            except ValueError:
+                pass
+    return out
+
+
+def allocator_order(names):
+    known = [a for a in ORDER if a in names]
+    rest = sorted(a for a in names if a not in ORDER)
+    return known + rest
+
+
+def is_strata(a):
+    return a == "strata" or a.startswith("strata-")
+
+
+class Cell:
+    """The runs of one workload under one allocator."""
+
+    def __init__(self):
+        self.walls, self.rss, self.statuses, self.metrics = [], [], [], []
+
+    def add(self, row):
+        self.statuses.append(row["status"])
+        if row["status"] == "ok":
+            self.walls.append(float(row["wall_s"]))
+            self.rss.append(float(row["maxrss_kib"]) / 1024.0)
+            self.metrics.append(parse_metrics(row.get("metrics", "")))
+
+    @property
+    def ok(self):
+        return bool(self.walls) and len(self.walls) == len(self.statuses)
+
+    def time(self):
+        return statistics.median(self.walls) if self.walls else None
+
+    def peak(self):
+        return statistics.median(self.rss) if self.rss else None
+
+    def metric(self, name):
+        vals = [m[name] for m in self.metrics if name in m]
+        return statistics.median(vals) if vals else None
+
+    def failure(self):
+        bad = sorted(set(s for s in self.statuses if s != "ok"))
+        return ", ".join(bad)
+
+
+class Table:
+    """Every workload (in order of appearance) by every allocator."""
+
+    def __init__(self, rows):
+        self.workloads = []      # names in order
+        self.info = {}           # name -> (family, base, threads, suite)
+        self.cells = {}          # (name, allocator) -> Cell
+        allocs = set()
+        for r in rows:
+            n = r["name"]
+            if n not in self.info:
+                self.workloads.append(n)
+                self.info[n] = (r["family"], r["base"], int(r["threads"]) if r["threads"] else None, r["suite"])
+            allocs.add(r["allocator"])
+            self.cells.setdefault((n, r["allocator"]), Cell()).add(r)
+        self.allocators = allocator_order(allocs)
+
+    def families(self):
+        fams = []
+        for n in self.workloads:
+            f = self.info[n][0]
+            if f not in fams:
+                fams.append(f)
+        return fams
+
+    def cell(self, name, alloc):
+        return self.cells.get((name, alloc))
+
+    def value(self, name, alloc, what):
+        c = self.cell(name, alloc)
+        if c is None:
+            return None
+        return c.time() if what == "time" else c.peak()
+
+    def best(self, name, what, among):
+        vals = [(self.value(name, a, what), a) for a in among if self.value(name, a, what) is not None]
+        return min(vals) if vals else (None, None)
+
+
+def geomean(xs):
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def fmt(v, digits=3):
+    if v is None:
+        return "–"
+    if v == 0:
+        return "0"
+    mag = int(math.floor(math.log10(abs(v))))
+    dec = max(0, digits - 1 - mag)
+    return "%.*f" % (dec, v)
+
+
+# ---- rendering ----------------------------------------------------------------------
+
+def render(rows, meta, plots):
+    t = Table(rows)
+    out = []
+    w = out.append
+    w("# Strata benchmark report\n")
+    w("Made by `bench/run-bench` (the harness; `make bench` runs it). Every number below was measured on "
+      "this machine in the run described here; times are wall-clock seconds of the whole program, "
+      "peak RSS is the kernel's `ru_maxrss` of the process (MiB), both medians over the runs that "
+      "passed their own output check.\n")
+    if meta:
+        w("- Date: %s" % meta.get("date", "?"))
+        w("- Command: `%s`%s" % (meta.get("command", "?"), " (quick set)" if meta.get("quick") else ""))
+        w("- Runs per allocator and workload: %s, interleaved (run 1 of every allocator, then run 2, ...)"
+          % meta.get("runs", "?"))
+        w("- Machine: %s" % meta.get("machine", "?"))
+        v = meta.get("versions", {})
+        w("- Versions: " + "; ".join("%s %s" % (a, v.get(a) or "?") for a in t.allocators if not
+                                      a.startswith("strata-")))
+        if meta.get("missing"):
+            w("- Not available here, left out: %s" % ", ".join(meta["missing"]))
+        w("")
+    others = [a for a in t.allocators if not is_strata(a)]
+    fast = [a for a in FAST_OTHERS if a in t.allocators]
+    has_strata = "strata" in t.allocators
+    ref = "glibc" if "glibc" in t.allocators else t.allocators[0]
+
+    # Geometric means over the workloads every allocator completed.
+    complete = [n for n in t.workloads if all(t.cell(n, a) and t.cell(n, a).ok for a in t.allocators)]
+    w("## Summary: geometric means\n")
+    w("Geometric mean, over the %d of %d workloads that every allocator completed, of each allocator's "
+      "median relative to %s's (lower is better).\n" % (len(complete), len(t.workloads), ref))
+    w("| | " + " | ".join(t.allocators) + " |")
+    w("|---|" + "---:|" * len(t.allocators))
+    for what, label in (("time", "time"), ("rss", "peak RSS")):
+        gm = {a: geomean([t.value(n, a, what) / t.value(n, ref, what) for n in complete]) for a in t.allocators}
+        w("| %s | " % label + " | ".join(fmt(gm[a]) for a in t.allocators) + " |")
+    for fam in t.families():
+        names = [n for n in complete if t.info[n][0] == fam]
+        if not names:
+            continue
+        gm = {a: geomean([t.value(n, a, "time") / t.value(n, ref, "time") for n in names]) for a in t.allocators}
+        w("| time, %s (%d) | " % (fam, len(names)) + " | ".join(fmt(gm[a]) for a in t.allocators) + " |")
+    w("")
+    if has_strata and complete:
+        gm_t = {a: geomean([t.value(n, a, "time") / t.value(n, ref, "time") for n in complete]) for a in t.allocators}
+        gm_r = {a: geomean([t.value(n, a, "rss") / t.value(n, ref, "rss") for n in complete]) for a in t.allocators}
+        if fast:
+            best_t = min(fast, key=lambda a: gm_t[a])
+            ok_t = gm_t["strata"] <= gm_t[best_t]
+            w("- Issue 4 target, time: Strata's geometric mean %s vs the best of jemalloc/tcmalloc/mimalloc "
+              "(%s) %s: **%s**." % (fmt(gm_t["strata"]), best_t, fmt(gm_t[best_t]), "met" if ok_t else "missed"))
+        if others:
+            best_r = min(others, key=lambda a: gm_r[a])
+            ok_r = gm_r["strata"] <= RSS_SLACK * gm_r[best_r]
+            w("- Issue 4 target, peak RSS: Strata's geometric mean %s vs the smallest (%s) %s, limit %.1f×: **%s**."
+              % (fmt(gm_r["strata"]), best_r, fmt(gm_r[best_r]), RSS_SLACK, "met" if ok_r else "missed"))
+        w("")
+
+    for fam in t.families():
+        names = [n for n in t.workloads if t.info[n][0] == fam]
+        w("## Family: %s\n" % fam)
+        for what, label, unit in (("time", "Time", "s"), ("rss", "Peak RSS", "MiB")):
+            w("### %s (%s)\n" % (label, unit))
+            head = ["workload"] + t.allocators
+            if has_strata:
+                head += ["strata ÷ glibc", "strata ÷ best other"]
+            w("| " + " | ".join(head) + " |")
+            w("|---|" + "---:|" * (len(head) - 1))
+            for n in names:
+                cells = []
+                for a in t.allocators:
+                    c = t.cell(n, a)
+                    if c is None:
+                        cells.append("–")
+                    elif not c.walls:
+                        cells.append("FAIL (%s)" % c.failure())
+                    else:
+                        v = c.time() if what == "time" else c.peak()
+                        s = fmt(v)
+                        if not c.ok:
+                            s += " (%d/%d ok: %s)" % (len(c.walls), len(c.statuses), c.failure())
+                        cells.append(s)
+                if has_strata:
+                    sv = t.value(n, "strata", what)
+                    g = t.value(n, "glibc", what)
+                    bv, ba = t.best(n, what, others)
+                    cells.append(fmt(sv / g) if sv and g else "–")
+                    cells.append("%s (%s)" % (fmt(sv / bv), ba) if sv and bv else "–")
+                w("| %s | " % n + " | ".join(cells) + " |")
+            w("")
+        for p in plots:
+            if os.path.basename(p) == "family-%s.png" % fam:
+                w("![%s](plots/%s)\n" % (fam, os.path.basename(p)))
+
+    scaling = [p for p in plots if os.path.basename(p).startswith("scaling-")]
+    sweeps = [p for p in plots if os.path.basename(p).startswith("sweep-")]
+    if scaling or sweeps:
+        w("## Thread scaling and size sweeps\n")
+        for p in scaling + sweeps:
+            w("![%s](plots/%s)\n" % (os.path.basename(p)[:-4], os.path.basename(p)))
+
+    if has_strata:
+        w("## Targets (issue 2)\n")
+        w("Per workload: Strata faster than glibc; Strata's time within %d %% of the fastest of "
+          "jemalloc/tcmalloc/mimalloc; Strata's peak RSS within %.1f× of the smallest of all.\n"
+          % (round((TIME_SLACK - 1) * 100), RSS_SLACK))
+        misses = []
+        met = 0
+        for n in t.workloads:
+            c = t.cell(n, "strata")
+            if c is None:
+                continue
+            if not c.ok:
+                misses.append("- %s: Strata failed (%s)" % (n, c.failure() or "no run"))
+                continue
+            st, sr = c.time(), c.peak()
+            why = []
+            g = t.value(n, "glibc", "time")
+            if g is not None and st >= g:
+                why.append("not faster than glibc (%s s vs %s s)" % (fmt(st), fmt(g)))
+            bv, ba = t.best(n, "time", fast)
+            if bv is not None and st > TIME_SLACK * bv:
+                why.append("time %s× the fastest (%s, %s s vs %s s)" % (fmt(st / bv), ba, fmt(st), fmt(bv)))
+            rv, ra = t.best(n, "rss", others)
+            if rv is not None and sr > RSS_SLACK * rv:
+                why.append("peak RSS %s× the smallest (%s, %s MiB vs %s MiB)" % (fmt(sr / rv), ra, fmt(sr), fmt(rv)))
+            if why:
+                misses.append("- %s: %s" % (n, "; ".join(why)))
+            else:
+                met += 1
+        w("All targets met on %d of %d workloads.\n" % (met, len(t.workloads)))
+        out.extend(misses)
+        w("")
+
+    render_metrics(t, w)
+
+    failed = [(n, a, t.cell(n, a)) for n in t.workloads for a in t.allocators
+              if t.cell(n, a) and not t.cell(n, a).ok]
+    if failed:
+        w("## Failed runs\n")
+        w("A run fails when it exits non-zero, is killed, or does not print `check ok`; "
+          "`bench/results/failures.log` has the last lines of each one's output.\n")
+        for n, a, c in failed:
+            w("- %s under %s: %d of %d runs failed (%s)" % (n, a, len(c.statuses) - len(c.walls),
+                                                            len(c.statuses), c.failure()))
+        w("")
+
+    cmds = meta.get("commands", {}) if meta else {}
+    if cmds:
+        w("## Commands\n")
+        w("Each ran from the repository root, once per allocator and run, with LD_PRELOAD set to the "
+          "allocator's library (none for glibc).\n")
+        w("| workload | family | command |")
+        w("|---|---|---|")
+        for n in t.workloads:
+            if n in cmds:
+                w("| %s | %s | `%s` |" % (n, t.info[n][0], cmds[n]))
+        w("")
+    return "\n".join(out) + "\n"
+
+
+SWEEP = re.compile(r"^(.+)@([0-9.]+)$")
+
+
+def render_metrics(t, w):
+    """Sweep metrics (NAME@X) as an X-by-allocator table; the rest in one table."""
+    any_out = False
+    for n in t.workloads:
+        names = set()
+        for a in t.allocators:
+            c = t.cell(n, a)
+            if c:
+                for m in c.metrics:
+                    names.update(m)
+        if not names:
+            continue
+        sweeps = {}
+        scalars = []
+        for m in names:
+            mm = SWEEP.match(m)
+            if mm:
+                sweeps.setdefault(mm.group(1), []).append((float(mm.group(2)), m))
+            else:
+                scalars.append(m)
+        if not any_out:
+            w("## Metrics reported by the programs\n")
+            w("Medians of the `metric NAME VALUE` lines the workloads print.\n")
+            any_out = True
+        w("### %s\n" % n)
+        for base, pts in sorted(sweeps.items()):
+            pts.sort()
+            w("| %s | " % base + " | ".join(t.allocators) + " |")
+            w("|---:|" + "---:|" * len(t.allocators))
+            for x, m in pts:
+                w("| %g | " % x + " | ".join(fmt(t.cell(n, a).metric(m)) if t.cell(n, a) else "–"
+                                                    for a in t.allocators) + " |")
+            w("")
+        if scalars:
+            w("| metric | " + " | ".join(t.allocators) + " |")
+            w("|---|" + "---:|" * len(t.allocators))
+            for m in sorted(scalars):
+                w("| %s | " % m + " | ".join(fmt(t.cell(n, a).metric(m)) if t.cell(n, a) else "–"
+                                           for a in t.allocators) + " |")
+            w("")
