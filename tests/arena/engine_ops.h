@@ -35,31 +35,31 @@ typedef struct fake_env_s {
     size_t grow_len, grows, shrinks, shrunk_bytes;
 } fake_env;
 
-static void *fake_meta_map(size_t len, void *ctx) {
+static inline void *fake_meta_map(size_t len, void *ctx) {
     (void)ctx;
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
-static void fake_meta_unmap(void *p, size_t len, void *ctx) {
+static inline void fake_meta_unmap(void *p, size_t len, void *ctx) {
     (void)ctx;
     munmap(p, len);
 }
-static int fake_purge(void *addr, size_t len, void *ctx) {
+static inline int fake_purge(void *addr, size_t len, void *ctx) {
     fake_env *e = ctx;
     (void)addr;
     e->purged_bytes += len;
     e->purge_calls++;
     return 0;
 }
-static int fake_commit(void *addr, size_t len, void *ctx) {
+static inline int fake_commit(void *addr, size_t len, void *ctx) {
     fake_env *e = ctx;
     (void)addr;
     e->committed_bytes += len;
     e->commit_calls++;
     return 0;
 }
-static uint64_t fake_now(void *ctx) { return ((fake_env *)ctx)->now; }
-static void *fake_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
+static inline uint64_t fake_now(void *ctx) { return ((fake_env *)ctx)->now; }
+static inline void *fake_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     fake_env *e = ctx;
     if (!e->next_grow) return NULL;
     uintptr_t base = (e->next_grow + align - 1) & ~(uintptr_t)(align - 1);
@@ -69,14 +69,14 @@ static void *fake_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     *len = l;
     return (void *)base;
 }
-static void fake_shrink(void *base, size_t len, void *ctx) {
+static inline void fake_shrink(void *base, size_t len, void *ctx) {
     fake_env *e = ctx;
     (void)base;
     e->shrinks++;
     e->shrunk_bytes += len;
 }
 
-static arena_ops fake_ops(fake_env *e, int with_purge, int with_grow) {
+static inline arena_ops fake_ops(fake_env *e, int with_purge, int with_grow) {
     arena_ops o = {0};
     o.ctx = e;
     o.meta_map = fake_meta_map;
@@ -93,7 +93,7 @@ static arena_ops fake_ops(fake_env *e, int with_purge, int with_grow) {
     return o;
 }
 
-static arena_config fake_config(size_t granule, size_t min_split) {
+static inline arena_config fake_config(size_t granule, size_t min_split) {
     arena_config c = {0};
     c.granule = granule;
     c.min_split = min_split;
