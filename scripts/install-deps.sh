@@ -16,6 +16,7 @@ need_bench=(
   "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4:libgoogle-perftools4"
   "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2:libmimalloc2.0"
   "/usr/lib/python3/dist-packages/matplotlib/__init__.py:python3-matplotlib"
+  "/usr/share/doc/python3-venv:python3-venv"
 )
 if [ "$what" = bench ]; then list=("${need_bench[@]}"); else list=("${need_test[@]}"); fi
 
