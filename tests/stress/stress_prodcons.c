@@ -23,7 +23,7 @@ static double deadline;
 
 static void *producer(void *arg) {
     uint64_t rng = 0xA0761D6478BD642FULL * ((uint64_t)(uintptr_t)arg + 1);
-    long quota = 400000;                          /* blocks, then the thread exits */
+    long quota = 100000;                          /* blocks, then the thread exits */
     unsigned long long moved = 0;
     for (long i = 0; i < quota && !atomic_load_explicit(&stop, memory_order_relaxed); i++) {
         size_t n = 16 + rng_next(&rng) % MAX_SIZE;
