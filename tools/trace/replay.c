@@ -1,7 +1,7 @@
 /* replay.c — strata-replay: replays a trace against an allocator.
  *
  *   strata-replay FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so]
- *                      [--touch none|page|full] [--quiet]
+ *                      [--touch none|page|full] [--by-size] [--quiet]
  *
  * With --allocator the tool re-executes itself with LD_PRELOAD set; without
  * it, it measures whatever is preloaded now (the bench harness sets
@@ -40,6 +40,7 @@ static const char *prog = "strata-replay";
 #define FAILED_MARK ((void *)1)   /* slot of a block whose replayed call returned NULL */
 #define BANDS 6
 static const char *const band_names[BANDS] = {"0-64", "65-512", "513-4K", "4K-64K", "64K-1M", ">1M"};
+static const char *const band_metric[BANDS] = {"le64", "le512", "le4k", "le64k", "le1m", "gt1m"};
 
 static int band_of(uint64_t size)
 {
@@ -63,6 +64,18 @@ static inline uint64_t ticks(void)
 #else
     return mono_ns();
 #endif
+}
+
+/* What a back-to-back pair of ticks() costs: taken off every timed call. */
+static uint64_t timer_cost(void)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 2000; i++) {
+        uint64_t a = ticks(), b = ticks();
+        if (b - a < best)
+            best = b - a;
+    }
+    return best;
 }
 
 /* ---- allocator selection ------------------------------------------------ */
@@ -177,8 +190,14 @@ typedef struct {
     pthread_t handle;
     uint64_t done[TRACE_OP_COUNT];
     uint64_t alloc_n[BANDS], alloc_ticks[BANDS], free_n[BANDS], free_ticks[BANDS];
-    uint64_t failures, waits;
+    uint64_t failures, waits, timer;
+    uint64_t *cost;   /* --by-size: ticks of each event, else NULL */
 } worker;
+
+static inline uint64_t elapsed(const worker *w, uint64_t t0, uint64_t t1)
+{
+    return t1 - t0 > w->timer ? t1 - t0 - w->timer : 0;
+}
 
 static int go;
 
@@ -261,7 +280,10 @@ static void *run_thread(void *arg)
             int b = band_of(ev->size);
             uint64_t t0 = ticks();
             free(p);
-            w->free_ticks[b] += ticks() - t0;
+            uint64_t dt = elapsed(w, t0, ticks());
+            w->free_ticks[b] += dt;
+            if (w->cost)
+                w->cost[i] = dt;
             w->free_n[b]++;
             w->done[TRACE_FREE]++;
             continue;
@@ -290,7 +312,9 @@ static void *run_thread(void *arg)
             q = make_block(ev);
             t1 = ticks();
         }
-        w->alloc_ticks[b] += t1 - t0;
+        w->alloc_ticks[b] += elapsed(w, t0, t1);
+        if (w->cost)
+            w->cost[i] = elapsed(w, t0, t1);
         w->alloc_n[b]++;
         w->done[ev->op]++;
         if (ev->id) {
@@ -303,11 +327,51 @@ static void *run_thread(void *arg)
     return NULL;
 }
 
+/* --by-size: "metric ns@SIZE" per distinct size (the report plots these on
+ * log-log axes); meant for size sweeps, so a few thousand sizes at most. */
+#define BY_SIZE_MAX 4096
+static void print_by_size(const trace *t, const worker *workers, double ns_per_tick)
+{
+    static struct { uint64_t size, n, ticks; } tab[2 * BY_SIZE_MAX];
+    uint64_t used = 0;
+    for (uint32_t i = 0; i < t->nthreads; i++)
+        for (uint64_t k = 0; k < t->threads[i].n; k++) {
+            const trace_event *ev = &t->threads[i].ev[k];
+            if (ev->flags & TRACE_EV_FAILED || ev->old_id == TRACE_ID_UNKNOWN || ev->size == 0)
+                continue;
+            uint64_t h = (ev->size * 0x9e3779b97f4a7c15ull) >> 52;   /* 12 bits */
+            for (;; h = (h + 1) % (2 * BY_SIZE_MAX)) {
+                if (tab[h].n == 0) {
+                    if (++used > BY_SIZE_MAX) {
+                        printf("note: more than %d sizes, no per-size metrics\n", BY_SIZE_MAX);
+                        return;
+                    }
+                    tab[h].size = ev->size;
+                }
+                if (tab[h].size == ev->size)
+                    break;
+            }
+            tab[h].n++;
+            tab[h].ticks += workers[i].cost[k];
+        }
+    for (uint64_t printed = 0, last = 0; printed < used; printed++) {
+        uint64_t best = UINT64_MAX, at = 0;
+        for (uint64_t h = 0; h < 2 * BY_SIZE_MAX; h++)
+            if (tab[h].n && tab[h].size > last && tab[h].size < best) {
+                best = tab[h].size;
+                at = h;
+            }
+        printf("metric ns@%llu %.2f\n", (unsigned long long)best,
+               (double)tab[at].ticks * ns_per_tick / (double)tab[at].n);
+        last = best;
+    }
+}
+
 static void usage(int code)
 {
     fprintf(code ? stderr : stdout,
             "usage: %s FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so]\n"
-            "                    [--touch none|page|full] [--quiet]\n",
+            "                    [--touch none|page|full] [--by-size] [--quiet]\n",
             prog);
     exit(code);
 }
@@ -315,7 +379,7 @@ static void usage(int code)
 int main(int argc, char **argv)
 {
     const char *path = NULL, *alloc_name = NULL, *touch_arg = NULL;
-    int quiet = 0;
+    int quiet = 0, by_size = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--allocator") == 0 && i + 1 < argc)
             alloc_name = argv[++i];
@@ -323,6 +387,8 @@ int main(int argc, char **argv)
             touch_arg = argv[++i];
         else if (strcmp(argv[i], "--quiet") == 0)
             quiet = 1;
+        else if (strcmp(argv[i], "--by-size") == 0)
+            by_size = 1;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
             usage(0);
         else if (argv[i][0] == '-' || path)
@@ -376,6 +442,7 @@ int main(int argc, char **argv)
     }
     memset(slots, 0, slots_bytes);   /* resident before the baseline */
 
+    uint64_t timer = timer_cost();
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
@@ -383,6 +450,13 @@ int main(int argc, char **argv)
         workers[i].th = &t.threads[i];
         workers[i].slots = slots;
         workers[i].touch = touch;
+        workers[i].timer = timer;
+        if (by_size && !(workers[i].cost = mem_alloc(t.threads[i].n * sizeof(uint64_t) + 8))) {
+            fprintf(stderr, "%s: %s: out of memory\n", prog, path);
+            return 1;
+        }
+        if (workers[i].cost)   /* resident before the baseline */
+            memset(workers[i].cost, 0, t.threads[i].n * sizeof(uint64_t) + 8);
         int rc = pthread_create(&workers[i].handle, &attr, run_thread, &workers[i]);
         if (rc != 0) {
             fprintf(stderr, "%s: %s: cannot start replay thread %u of %u: %s\n", prog, path, i + 1,
@@ -451,8 +525,10 @@ int main(int argc, char **argv)
     printf("metric ns_per_op %.2f\n", ops ? (double)op_ticks * ns_per_tick / (double)ops : 0.0);
     for (int b = 0; b < BANDS; b++)
         if (an[b] + fn[b])
-            printf("metric ns_per_op_%s %.2f\n", band_names[b],
+            printf("metric ns_per_op_%s %.2f\n", band_metric[b],
                    (double)(at[b] + ft[b]) * ns_per_tick / (double)(an[b] + fn[b]));
+    if (by_size)
+        print_by_size(&t, workers, ns_per_tick);
     printf("metric peak_rss_kb %llu\n", (unsigned long long)hwm_kb);
     printf("metric replay_rss_kb %llu\n", (unsigned long long)replay_kb);
     printf("metric peak_live_kb %.0f\n", live_kb);

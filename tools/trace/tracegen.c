@@ -3,6 +3,7 @@
  *   strata-tracegen random -o FILE [--live N] [--ops M] [--sizes DIST] [--threads T]
  *                          [--cross P] [--realloc P] [--keep] [--seed S]
  *   strata-tracegen sweep  -o FILE [--min BYTES] [--max BYTES] [--steps K] [--count C]
+ *                          [--budget BYTES] [--threads T]
  *   strata-tracegen ml     -o FILE [--iters I] [--layers L] [--tensor BYTES] [--seed S]
  *
  * DIST is fixed:S, uniform:A:B or log:A:B (log-uniform).  Sizes accept k/m/g.
@@ -26,7 +27,8 @@ static void usage(int code)
     fprintf(code ? stderr : stdout,
             "usage: %s random -o FILE [--live N] [--ops M] [--sizes DIST] [--threads T]\n"
             "                          [--cross P] [--realloc P] [--keep] [--seed S]\n"
-            "       %s sweep  -o FILE [--min BYTES] [--max BYTES] [--steps K] [--count C] [--threads T]\n"
+            "       %s sweep  -o FILE [--min BYTES] [--max BYTES] [--steps K] [--count C]\n"
+            "                          [--budget BYTES] [--threads T]\n"
             "       %s ml     -o FILE [--iters I] [--layers L] [--tensor BYTES] [--seed S]\n"
             "DIST: fixed:S | uniform:A:B | log:A:B   (sizes accept k, m, g suffixes)\n",
             prog, prog, prog);
@@ -332,9 +334,12 @@ static void gen_random(writer *w, uint64_t live, uint64_t ops, const size_dist *
     free(pools);
 }
 
-/* Sizes from min to max, `steps` per doubling; count blocks of each made then freed. */
-static void gen_sweep(writer *w, uint64_t min, uint64_t max, unsigned steps, uint64_t count)
+/* Sizes from min to max, `steps` per doubling; of each size `count` blocks
+ * (fewer if they would pass `budget` bytes) are made, then freed. */
+static void gen_sweep(writer *w, uint64_t min, uint64_t max, unsigned steps, uint64_t count_max,
+                      uint64_t budget)
 {
+    uint64_t count = count_max;
     uint64_t *addrs = malloc(count * sizeof(uint64_t));
     if (!addrs)
         die("out of memory", "sweep");
@@ -347,6 +352,9 @@ static void gen_sweep(writer *w, uint64_t min, uint64_t max, unsigned steps, uin
             if (s == last)
                 continue;
             last = s;
+            count = budget / s < count_max ? budget / s : count_max;
+            if (count == 0)
+                count = 1;
             for (uint64_t i = 0; i < count; i++)
                 addrs[i] = gen_malloc(w, t, s);
             for (uint64_t i = 0; i < count; i++)
@@ -413,7 +421,7 @@ int main(int argc, char **argv)
         usage(0);
     const char *out = NULL;
     uint64_t live = 10000, ops = 1000000, seed = 1, min = 16, max = 16 << 20, count = 1000;
-    uint64_t tensor = 4 << 20, threads = 0, iters = 10, layers = 24, steps = 2;
+    uint64_t tensor = 4 << 20, threads = 0, iters = 10, layers = 24, steps = 2, budget = 256 << 20;
     size_dist sizes = parse_dist("log:16:4096");
     double cross = 0, realloc_share = 0;
     int keep = 0;
@@ -438,6 +446,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--max") == 0) max = parse_size(v);
         else if (strcmp(a, "--steps") == 0) steps = parse_size(v);
         else if (strcmp(a, "--count") == 0) count = parse_size(v);
+        else if (strcmp(a, "--budget") == 0) budget = parse_size(v);
         else if (strcmp(a, "--iters") == 0) iters = parse_size(v);
         else if (strcmp(a, "--layers") == 0) layers = parse_size(v);
         else if (strcmp(a, "--tensor") == 0) tensor = parse_size(v);
@@ -459,7 +468,7 @@ int main(int argc, char **argv)
         if (min == 0 || min > max || steps == 0 || steps > 64 || count == 0)
             die("bad sweep range", "--min/--max/--steps/--count");
         writer_open(&w, out, (uint32_t)threads, TRACE_TOUCH_PAGE, argc, argv);
-        gen_sweep(&w, min, max, (unsigned)steps, count);
+        gen_sweep(&w, min, max, (unsigned)steps, count, budget);
     } else if (strcmp(kind, "ml") == 0) {
         if (layers == 0 || layers > 4096 || tensor < 4096 || iters == 0)
             die("bad ml shape", "--layers/--tensor/--iters");
