@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../arena/arena.h"
 #include "../core/segmap.h"
@@ -35,7 +36,7 @@
 
 typedef struct stripe_s {
     pthread_mutex_t lock;
-    bool ready;
+    _Atomic(bool) ready;      /* set once, under the lock; read outside it */
     arena_t arena;
     uint64_t purged_seen;     /* arena purged bytes already added to stats */
     size_t dirty_seen;        /* this stripe's share of dirty_total */
@@ -129,7 +130,7 @@ static void stripe_lock(stripe_t *s) {
         atomic_fetch_add_explicit(&lock_waits, 1, memory_order_relaxed);
         pthread_mutex_lock(&s->lock);
     }
-    if (!s->ready) {
+    if (!atomic_load_explicit(&s->ready, memory_order_relaxed)) {
         arena_ops ops = {.ctx = s,
                          .meta_map = meta_map,
                          .meta_unmap = meta_unmap,
@@ -144,7 +145,7 @@ static void stripe_lock(stripe_t *s) {
                             .purge_delay_ms = opt(STRATA_OPTION_PURGE_DELAY_MS),
                             .dirty_limit = SIZE_MAX};
         if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
-        s->ready = true;
+        atomic_store_explicit(&s->ready, true, memory_order_release);
     }
     /* Options may change at run time; the arena follows them. */
     s->arena.cfg.purge_delay_ms = opt(STRATA_OPTION_PURGE_DELAY_MS);
@@ -178,6 +179,19 @@ static stripe_t *owner_of(const void *p) {
     return NULL;
 }
 
+/* Reservations are NORESERVE, so the kernel would grant any size; refuse,
+ * as its overcommit heuristic does, a block larger than physical memory. */
+static size_t max_request(void) {
+    static _Atomic(size_t) limit;
+    size_t l = atomic_load_explicit(&limit, memory_order_relaxed);
+    if (!l) {
+        long pages = sysconf(_SC_PHYS_PAGES);
+        l = pages > 0 ? (size_t)pages * os_page_size() : PTRDIFF_MAX;
+        atomic_store_explicit(&limit, l, memory_order_relaxed);
+    }
+    return l;
+}
+
 /* ---- The contract of large.h ---------------------------------------------- */
 
 void *large_alloc(size_t size, size_t align, bool zero) {
@@ -185,7 +199,7 @@ void *large_alloc(size_t size, size_t align, bool zero) {
         errno = EINVAL;
         return NULL;
     }
-    if (size > PTRDIFF_MAX || align > ((size_t)1 << 40)) {
+    if (size > max_request() || align > ((size_t)1 << 40)) {
         errno = ENOMEM;
         return NULL;
     }
@@ -198,7 +212,7 @@ void *large_alloc(size_t size, size_t align, bool zero) {
     /* Reuse another stripe's free block before reserving more. */
     for (int i = 0; !p && i < LARGE_STRIPES; i++) {
         stripe_t *s = &stripes[i];
-        if (s == home || !s->ready) continue;
+        if (s == home || !atomic_load_explicit(&s->ready, memory_order_acquire)) continue;
         stripe_lock(s);
         p = arena_alloc_nogrow(&s->arena, size, align, &usable, &clean);
         stripe_unlock(s);
@@ -223,7 +237,7 @@ void *large_alloc(size_t size, size_t align, bool zero) {
 
 void large_free(void *p) {
     stripe_t *s = owner_of(p);
-    if (!s || !s->ready) {
+    if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) {
         strata_error("free(): invalid pointer", p);
         return;
     }
@@ -243,7 +257,7 @@ void large_free(void *p) {
 
 size_t large_usable_size(const void *p) {
     stripe_t *s = owner_of(p);
-    if (!s || !s->ready) return 0;
+    if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) return 0;
     stripe_lock(s);
     size_t u = arena_usable(&s->arena, p);
     stripe_unlock(s);
@@ -252,7 +266,7 @@ size_t large_usable_size(const void *p) {
 
 void *large_resize_in_place(void *p, size_t size) {
     stripe_t *s = owner_of(p);
-    if (!s || !s->ready) return NULL;
+    if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
     stripe_lock(s);
     size_t before = arena_usable(&s->arena, p), after = 0;
     bool ok = before && arena_resize(&s->arena, p, size, &after);
@@ -276,7 +290,7 @@ size_t large_release(void) {
     size_t done = 0;
     for (int i = 0; i < LARGE_STRIPES; i++) {
         stripe_t *s = &stripes[i];
-        if (!s->ready) continue;
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire)) continue;
         stripe_lock(s);
         done += arena_release(&s->arena);
         stripe_unlock(s);
@@ -288,7 +302,7 @@ void large_collect(uint64_t now_ms) {
     (void)now_ms;   /* the arenas read the clock themselves */
     for (int i = 0; i < LARGE_STRIPES; i++) {
         stripe_t *s = &stripes[i];
-        if (!s->ready || pthread_mutex_trylock(&s->lock) != 0) continue;
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire) || pthread_mutex_trylock(&s->lock) != 0) continue;
         stripe_unlock(s);   /* collects */
     }
 }
@@ -297,7 +311,7 @@ void large_stats_get(large_stats_t *out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < LARGE_STRIPES; i++) {
         stripe_t *s = &stripes[i];
-        if (!s->ready) continue;
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire)) continue;
         pthread_mutex_lock(&s->lock);
         arena_stats a;
         arena_get_stats(&s->arena, &a);
@@ -321,7 +335,7 @@ const char *large_check(void) {
     const char *why = NULL;
     for (int i = 0; i < LARGE_STRIPES && !why; i++) {
         stripe_t *s = &stripes[i];
-        if (!s->ready) continue;
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire)) continue;
         pthread_mutex_lock(&s->lock);
         why = arena_check(&s->arena);
         pthread_mutex_unlock(&s->lock);
