@@ -66,7 +66,7 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
         heap_direct_update(heap, cls);
     }
     void *p = page_pop(heap, page);
-    if (unlikely(page->flags & PAGE_CHECK)) {
+    if (unlikely(page_flags(page) & PAGE_CHECK)) {
         if (!segment_check_toggle_free(segment_of(p), p, false))
             strata_fatal("block %p handed out twice (free list corrupted: a write after free?)", p);
     }
@@ -80,8 +80,9 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
 void *strata_malloc_aligned(size_t size, size_t align, bool zero) {
     if (size > PTRDIFF_MAX || align > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
     if (size == 0) size = 1;
-    if (align <= 16 && (align <= 8 || (size & 15) == 0 || size > 128)) {
-        /* every class above 128 B is a multiple of 16 and pages start 8 KiB aligned */
+    if (align <= 16) {
+        /* every class of 16 B or more is a multiple of 16 and pages start 8 KiB aligned */
+        if (size < 16 && align == 16) size = 16;
         return zero ? strata_calloc(1, size) : strata_malloc(size);
     }
     size_t threshold = (size_t)opt(STRATA_OPTION_LARGE_THRESHOLD);
@@ -97,7 +98,7 @@ void *strata_malloc_aligned(size_t size, size_t align, bool zero) {
         uint8_t *p = strata_malloc_generic(heap, size + align - 1, zero);
         if (!p) return NULL;
         uint8_t *a = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
-        if (a != p) page_of(segment_of(p), p)->flags |= PAGE_ALIGNED;
+        if (a != p) page_flags_add(page_of(segment_of(p), p), PAGE_ALIGNED);
         return a;
     }
     if (unlikely(tls_heap == &heap_empty) && !heap_get_or_init()) { errno = ENOMEM; return NULL; }

@@ -22,7 +22,7 @@ void strata_free(void *p) {
     page_t *page = page_of(seg, p);
     heap_t *heap = tls_heap;
     block_t *b = p;
-    if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap && page->flags == 0)) {
+    if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap && page_flags(page) == 0)) {
         /* A block freed twice in a row is caught for free. */
         if (unlikely(b == page->local_free || b == page->free)) {
             strata_error("free(): double free", p);
@@ -74,30 +74,30 @@ static void free_local(heap_t *heap, page_t *page, block_t *b) {
     page->local_free = b;
     heap->stat_free[page->class_idx]++;
     page->used--;
-    if (page->flags & PAGE_FULL) page_unfull(heap, page);
+    if (page_flags(page) & PAGE_FULL) page_unfull(heap, page);
     if (page->used == 0) page_retire(heap, page);
 }
 
 noinline void strata_free_generic(segment_t *seg, page_t *page, void *p) {
-    if (page->flags & PAGE_UNUSED) {
+    if (page_flags(page) & PAGE_UNUSED) {
         strata_error("free(): invalid pointer or double free", p);
         return;
     }
     block_t *b = p;
-    if (page->flags & (PAGE_ALIGNED | PAGE_CHECK)) {
+    if (page_flags(page) & (PAGE_ALIGNED | PAGE_CHECK)) {
         if ((uint8_t *)p < page->start) {
             strata_error("free(): invalid pointer", p);
             return;
         }
         b = page_block_start(page, p);
-        if ((page->flags & PAGE_CHECK) && b != (block_t *)p) {
+        if ((page_flags(page) & PAGE_CHECK) && b != (block_t *)p) {
             /* In check mode an interior pointer is valid only on an aligned page. */
-            if (!(page->flags & PAGE_ALIGNED)) {
+            if (!(page_flags(page) & PAGE_ALIGNED)) {
                 strata_error("free(): invalid pointer", p);
                 return;
             }
         }
-        if ((page->flags & PAGE_CHECK) && !segment_check_toggle_free(seg, b, true)) {
+        if ((page_flags(page) & PAGE_CHECK) && !segment_check_toggle_free(seg, b, true)) {
             strata_error("free(): double free", p);
             return;
         }
@@ -141,8 +141,8 @@ size_t strata_usable_size_of(const void *p) {
     if (kind != SEGMAP_SEGMENT) return 0;
     segment_t *seg = segment_of(p);
     page_t *page = page_of(seg, p);
-    if (page->flags & PAGE_UNUSED || (const uint8_t *)p < page->start) return 0;
-    if (!(page->flags & PAGE_ALIGNED)) return page->block_size;   /* p is a block start */
+    if (page_flags(page) & PAGE_UNUSED || (const uint8_t *)p < page->start) return 0;
+    if (!(page_flags(page) & PAGE_ALIGNED)) return page->block_size;   /* p is a block start */
     const uint8_t *b = (const uint8_t *)page_block_start(page, p);
     return (size_t)(b + page->block_size - (const uint8_t *)p);
 }

@@ -98,7 +98,7 @@ void heap_collect_delayed(heap_t *heap) {
         page->local_free = b;
         heap->stat_free[page->class_idx]++;
         page->used--;
-        if (page->flags & PAGE_FULL) page_unfull(heap, page);
+        if (page_flags(page) & PAGE_FULL) page_unfull(heap, page);
         if (page->used == 0) page_retire(heap, page);
         b = next;
     }
@@ -133,7 +133,7 @@ void heap_abandon(heap_t *heap, bool force) {
             page_t *next = p->next;
             page_collect(p);
             page_queue_remove(&heap->queues[q], p);
-            p->flags &= (uint8_t)~PAGE_FULL;
+            page_flags_clear(p, PAGE_FULL);
             if (p->used == 0) segment_page_free(heap, p);
             p = next;
         }

@@ -75,7 +75,7 @@ typedef struct page_s {
     uint32_t capacity;        /* blocks carved from the page so far */
     uint32_t reserved;        /* blocks that fit in the page */
     uint32_t block_size;      /* 0 while unused */
-    uint8_t flags;
+    _Atomic(uint8_t) flags;   /* written by the owner only; read by remote frees */
     uint8_t class_idx;
     uint8_t index;            /* in the segment */
     uint8_t is_zero;          /* never-written memory: calloc may skip memset */
@@ -115,6 +115,18 @@ typedef struct segment_s {
 } segment_t;
 
 _Static_assert(sizeof(segment_t) <= SEGMENT_HEADER_SIZE, "segment header too large");
+
+/* Relaxed loads and stores (plain moves on x86): only the owner writes. */
+static inline uint8_t page_flags(const page_t *page) {
+    return atomic_load_explicit(&((page_t *)page)->flags, memory_order_relaxed);
+}
+static inline void page_flags_store(page_t *page, uint8_t v) {
+    atomic_store_explicit(&page->flags, v, memory_order_relaxed);
+}
+static inline void page_flags_add(page_t *page, uint8_t bits) { page_flags_store(page, page_flags(page) | bits); }
+static inline void page_flags_clear(page_t *page, uint8_t bits) {
+    page_flags_store(page, (uint8_t)(page_flags(page) & ~bits));
+}
 
 static inline segment_t *segment_of(const void *p) {
     return (segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);

@@ -46,7 +46,7 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     page->capacity = 0;
     page->used = 0;
     page->free = page->local_free = NULL;
-    page->flags = strata_check_mode ? PAGE_CHECK : 0;
+    page_flags_store(page, strata_check_mode ? PAGE_CHECK : 0);
     page->purge_at = 0;
     atomic_store_explicit(&page->thread_free, (uintptr_t)DELAY_NORMAL, memory_order_relaxed);
     atomic_store_explicit(&page->heap, heap, memory_order_release);
@@ -122,7 +122,7 @@ static inline bool page_has_remote(const page_t *page) {
 /* A page left the full queue: blocks were freed into it. */
 void page_unfull(heap_t *heap, page_t *page) {
     page_queue_remove(&heap->queues[QUEUE_FULL], page);
-    page->flags &= (uint8_t)~PAGE_FULL;
+    page_flags_clear(page, PAGE_FULL);
     page_set_delay(page, DELAY_NORMAL, false);
     page_queue_push_front(&heap->queues[page->class_idx], page);
     heap_direct_update(heap, page->class_idx);
@@ -133,8 +133,8 @@ void page_unfull(heap_t *heap, page_t *page) {
  * unmap) and heap_retire_expired gives it back later; otherwise it goes
  * back to its segment now. */
 void page_retire(heap_t *heap, page_t *page) {
-    page_queue_t *q = (page->flags & PAGE_FULL) ? &heap->queues[QUEUE_FULL] : &heap->queues[page->class_idx];
-    if (!(page->flags & PAGE_FULL) && q->first == page && q->last == page) {
+    page_queue_t *q = (page_flags(page) & PAGE_FULL) ? &heap->queues[QUEUE_FULL] : &heap->queues[page->class_idx];
+    if (!(page_flags(page) & PAGE_FULL) && q->first == page && q->last == page) {
         long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
         if (delay < 0) return;
         page->purge_at = os_now_ms() + (uint64_t)(delay > 0 ? delay : 1);
@@ -171,7 +171,7 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
             continue;                      /* collect again */
         }
         page_queue_remove(q, page);
-        page->flags |= PAGE_FULL;
+        page_flags_add(page, PAGE_FULL);
         page_queue_push_back(&heap->queues[QUEUE_FULL], page);
         page = next;
     }

@@ -18,9 +18,10 @@
 
 static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
 static segment_t *abandoned_list;
+static _Atomic(uint32_t) abandoned_count;   /* read without the lock, to skip it */
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static segment_t *cache_list;
-static uint32_t cache_count;
+static _Atomic(uint32_t) cache_count;
 
 static void list_push(segment_t **list, segment_t *seg) {
     seg->prev = NULL;
@@ -80,7 +81,7 @@ static void segment_setup(segment_t *seg, segment_kind kind, int node) {
         page_t *pg = &seg->pages[i];
         memset(pg, 0, sizeof *pg);
         pg->index = (uint8_t)i;
-        pg->flags = PAGE_UNUSED;
+        page_flags_store(pg, PAGE_UNUSED);
         pg->is_zero = 1;
     }
     /* A reused segment may hold stale check bits and stale committed pages;
@@ -110,7 +111,7 @@ static void numa_place(segment_t *seg, int node) {
 }
 
 static segment_t *segment_from_cache(int node) {
-    if (!cache_list) return NULL;   /* racy peek: a miss only costs a fresh map */
+    if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;   /* a stale miss only costs a fresh map */
     pthread_mutex_lock(&cache_lock);
     segment_t *found = NULL;
     for (segment_t *s = cache_list; s; s = s->next)
@@ -152,8 +153,9 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     return seg;
 }
 
-/* The segment holds no page in use: cache it or unmap it. */
-static void segment_release(heap_t *heap, segment_t *seg) {
+/* The segment holds no page in use: cache it or unmap it.  Returns the
+ * committed bytes unmapped (0 when cached). */
+static size_t segment_release(heap_t *heap, segment_t *seg) {
     list_remove(&heap->segments[seg->kind], seg);
     atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     stat_sub(&stats.segments, 1);
@@ -163,7 +165,7 @@ static void segment_release(heap_t *heap, segment_t *seg) {
         list_push(&cache_list, seg);
         cache_count++;
         pthread_mutex_unlock(&cache_lock);
-        return;
+        return 0;
     }
     pthread_mutex_unlock(&cache_lock);
     segmap_set(seg, SEGMENT_SIZE, SEGMAP_NONE);
@@ -179,6 +181,7 @@ static void segment_release(heap_t *heap, segment_t *seg) {
     stat_sub(&stats.reserved, SEGMENT_SIZE);
     stat_add(&stats.purged, committed);
     os_free(seg, SEGMENT_SIZE);
+    return committed;
 }
 
 /* Takes over an abandoned segment: its pages join heap's queues. */
@@ -189,10 +192,10 @@ static void segment_adopt(heap_t *heap, segment_t *seg) {
     stat_add(&stats.adopted, 1);
     for (uint32_t i = 0; i < seg->page_count; i++) {
         page_t *page = &seg->pages[i];
-        if (page->flags & PAGE_UNUSED) continue;
+        if (page_flags(page) & PAGE_UNUSED) continue;
         atomic_store_explicit(&page->heap, heap, memory_order_release);
         page_set_delay(page, DELAY_NORMAL, true);   /* was NEVER; no free can be in flight */
-        page->flags &= (uint8_t)~PAGE_FULL;
+        page_flags_clear(page, PAGE_FULL);
         page_collect(page);
         if (page->used == 0) {
             segment_page_free(heap, page);
@@ -209,13 +212,13 @@ static void segment_adopt(heap_t *heap, segment_t *seg) {
 }
 
 static segment_t *abandoned_take(segment_kind kind, int node) {
-    if (!abandoned_list) return NULL;
+    if (atomic_load_explicit(&abandoned_count, memory_order_relaxed) == 0) return NULL;
     pthread_mutex_lock(&abandoned_lock);
     segment_t *found = NULL;
     for (segment_t *s = abandoned_list; s; s = s->next) {
         if (s->kind == (uint32_t)kind && s->numa_node == node) { found = s; break; }
     }
-    if (found) list_remove(&abandoned_list, found);
+    if (found) { list_remove(&abandoned_list, found); abandoned_count--; }
     pthread_mutex_unlock(&abandoned_lock);
     return found;
 }
@@ -229,7 +232,7 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
             if (s->numa_node != node) continue;
             for (uint32_t i = 0; i < s->page_count; i++) {
                 page_t *page = &s->pages[i];
-                if (!(page->flags & PAGE_UNUSED)) continue;
+                if (!(page_flags(page) & PAGE_UNUSED)) continue;
                 s->used_pages++;
                 if (s->used_pages == s->page_count && s->next) {
                     list_remove(&heap->segments[kind], s);
@@ -258,7 +261,7 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
 
 void segment_page_free(heap_t *heap, page_t *page) {
     segment_t *seg = segment_of(page);
-    page->flags = PAGE_UNUSED;
+    page_flags_store(page, PAGE_UNUSED);
     page->block_size = 0;
     page->free = page->local_free = NULL;
     page->capacity = page->used = 0;
@@ -293,7 +296,7 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
             snext = s->next;
             for (uint32_t i = 0; i < s->page_count; i++) {
                 page_t *page = &s->pages[i];
-                if (!(page->flags & PAGE_UNUSED) || page->purge_at == 0) continue;
+                if (!(page_flags(page) & PAGE_UNUSED) || page->purge_at == 0) continue;
                 if (all || page->purge_at <= now) {
                     uint8_t *a;
                     size_t n = page_area(s, page, &a);
@@ -303,8 +306,10 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
                     next = page->purge_at;
                 }
             }
-            if (s->used_pages == 0 && (all || (delay >= 0 && s->cached_at + (uint64_t)delay <= now)))
-                segment_release(heap, s);
+            if (s->used_pages == 0 && (all || (delay >= 0 && s->cached_at + (uint64_t)delay <= now))) {
+                size_t n = segment_release(heap, s);
+                if (purged) *purged += n;
+            }
             else if (s->used_pages == 0 && delay >= 0 && (next == 0 || s->cached_at + (uint64_t)delay < next))
                 next = s->cached_at + (uint64_t)delay;
         }
@@ -314,7 +319,7 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
 
 /* Cached segments idle past the delay are unmapped (all: every one). */
 size_t segment_cache_release(bool all) {
-    if (!cache_list) return 0;
+    if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return 0;
     long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
     uint64_t now = os_now_ms();
     size_t bytes = 0;
@@ -359,6 +364,7 @@ void segment_abandon(heap_t *heap, segment_t *seg) {
     atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     pthread_mutex_lock(&abandoned_lock);
     list_push(&abandoned_list, seg);
+    abandoned_count++;
     pthread_mutex_unlock(&abandoned_lock);
 }
 
@@ -370,7 +376,7 @@ bool segment_reclaim_for_free(heap_t *heap, segment_t *seg) {
     if (atomic_load_explicit(&seg->owner, memory_order_acquire) == NULL) {
         for (segment_t *s = abandoned_list; s; s = s->next)
             if (s == seg) { taken = true; break; }
-        if (taken) list_remove(&abandoned_list, seg);
+        if (taken) { list_remove(&abandoned_list, seg); abandoned_count--; }
     }
     pthread_mutex_unlock(&abandoned_lock);
     if (taken) segment_adopt(heap, seg);

@@ -89,9 +89,9 @@ static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     if (base) {
         /* Marked before any block in it is handed out, as free() relies on. */
         segmap_set(base, l, SEGMAP_LARGE);
-        /* Large blocks are where huge pages pay: 512x fewer faults on first
-         * touch and TLB misses on every pass over a big array. */
-        if (opt(STRATA_OPTION_HUGEPAGES) != STRATA_HUGEPAGES_NEVER) os_advise_huge(base, l, true);
+        /* Huge pages only when asked for: a program that touches a few bytes
+         * of many big blocks would get 2 MiB resident for each. */
+        if (opt(STRATA_OPTION_HUGEPAGES) == STRATA_HUGEPAGES_ALWAYS) os_advise_huge(base, l, true);
         regions[n] = (region_t){(uintptr_t)base, (uintptr_t)base + l, (int)(st - stripes)};
         atomic_store_explicit(&region_count, n + 1, memory_order_release);
         stat_add(&stats.reserved, l);
