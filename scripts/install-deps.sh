@@ -7,7 +7,7 @@ what=${1:-test}
 # Packages by purpose.  Each line: a command or file that proves it is there, then the package.
 need_test=(
   "cmake:cmake" "ninja:ninja-build" "gcc:gcc" "python3:python3" "git:git"
-  "sqlite3:sqlite3" "clang:clang" "/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev"
+  "sqlite3:sqlite3" "pkg-config:pkg-config" "clang:clang" "/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev"
   "mpirun:openmpi-bin" "/usr/include/x86_64-linux-gnu/openmpi/mpi.h:libopenmpi-dev"
 )
 need_bench=(
