@@ -1,6 +1,7 @@
 /* crasher.c — allocates N blocks, then ends the way argv[1] says (exit,
- * _exit, abort, term, segv), for the test that the recorder flushes its
- * buffers on every way out.  The blocks stay live: they must be in the trace.
+ * _exit, abort, term, segv, or exec: runs itself again with "exit"), for the
+ * test that the recorder flushes its buffers on every way out.  The blocks
+ * stay live: they must be in the trace.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -23,6 +24,11 @@ int main(int argc, char **argv)
         abort();
     if (strcmp(how, "term") == 0)
         raise(SIGTERM);
+    if (strcmp(how, "exec") == 0) {
+        char *args[] = {argv[0], "exit", NULL};
+        execv(argv[0], args);
+        return 1;
+    }
     if (strcmp(how, "segv") == 0)
         *(volatile int *)(uintptr_t)8 = 1;
     return 0;

@@ -318,6 +318,20 @@ def t_exits(prog):
         s = stats(tr)
         if s["operations"]["malloc"] < 5000:
             fail("%s: trace has %d mallocs, expected 5000" % (how, s["operations"]["malloc"]))
+    # exec: the first image's trace is finished before exec (FILE.<pid>), the
+    # new image writes FILE.<pid>.1, which becomes FILE.
+    tr = os.path.join(d, "exec.trace")
+    for f in os.listdir(d):
+        if f.startswith("exec.trace"):
+            os.unlink(os.path.join(d, f))
+    record(tr, [prog, "exec"])
+    others = [f for f in os.listdir(d) if f.startswith("exec.trace.")]
+    if len(others) != 1:
+        fail("exec: expected one earlier-image trace, found %s" % others)
+    for path in (tr, os.path.join(d, others[0])):
+        s = stats(path)
+        if s["operations"]["malloc"] < 5000:
+            fail("exec: %s has %d mallocs, expected 5000" % (path, s["operations"]["malloc"]))
     print("exits ok")
 
 

@@ -11,8 +11,8 @@
  *
  * Output goes to $STRATA_TRACE_FILE.<pid> (".<pid>.<n>" when an exec'd image
  * of the same pid already wrote one); a forked child reopens its own file.
- * Buffers are flushed when a thread exits, at process exit, at _exit and on
- * fatal signals.  Without STRATA_TRACE_FILE the library only passes calls on.
+ * Buffers are flushed when a thread exits, at process exit, at _exit, before
+ * exec and on fatal signals.  Without STRATA_TRACE_FILE the library only passes calls on.
  */
 #define _GNU_SOURCE
 #include "format.h"
@@ -48,6 +48,10 @@ static struct {
     void *(*pvalloc)(size_t);
     void (*exit_)(int);
     void (*Exit_)(int);
+    int (*execve)(const char *, char *const[], char *const[]);
+    int (*execv)(const char *, char *const[]);
+    int (*execvp)(const char *, char *const[]);
+    int (*execvpe)(const char *, char *const[], char *const[]);
 } real;
 
 /* dlsym may call calloc before we know the real one: serve it from here. */
@@ -415,6 +419,10 @@ static void init(void)
     RESOLVE(pvalloc, "pvalloc");
     RESOLVE(exit_, "_exit");
     RESOLVE(Exit_, "_Exit");
+    RESOLVE(execve, "execve");
+    RESOLVE(execv, "execv");
+    RESOLVE(execvp, "execvp");
+    RESOLVE(execvpe, "execvpe");
     RESOLVE(malloc, "malloc");
     int next = ST_OFF;
     const char *path = getenv("STRATA_TRACE_FILE");
@@ -611,4 +619,47 @@ EXPORT void _Exit(int status)
         real.Exit_(status);
     syscall(SYS_exit_group, status);
     __builtin_unreachable();
+}
+
+/* exec replaces the image without running exit handlers: finish this
+ * process's trace first (the new image, if it loads the recorder, writes
+ * FILE.<pid>.1).  If exec fails, the rest of this image goes unrecorded. */
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    finish();
+    if (!real.execve) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real.execve(path, argv, envp);
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+    finish();
+    if (!real.execv) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real.execv(path, argv);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+    finish();
+    if (!real.execvp) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real.execvp(file, argv);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    finish();
+    if (!real.execvpe) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real.execvpe(file, argv, envp);
 }
