@@ -75,7 +75,11 @@ static void child(block **parent_blocks, int nparent) {
 
 int main(void) {
     require_strata_in_use();
-    const int forks = 60;
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    const int forks = 10;      /* a fork costs far more under a sanitizer */
+#else
+    const int forks = 40;
+#endif
     pthread_t th[WORKERS];
     for (int i = 0; i < WORKERS; i++) REQUIRE(pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i) == 0);
     usleep(50000);
