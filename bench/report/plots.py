@@ -4,7 +4,8 @@ matplotlib of bench/.venv).
 usage: plots.py RESULTS.csv OUT_DIR   (prints the path of every PNG it writes)
 
 - family-FAMILY.png: per workload, each allocator's median time and peak RSS
-  relative to glibc (log scale: 2x slower and 2x faster look alike);
+  relative to glibc (log scale, so 2x slower and 2x faster look alike, unless
+  every ratio is within a narrow range);
 - scaling-FAMILY.png: time against threads (1, 2, 4, 8...) for every workload
   run at several thread counts;
 - sweep-WORKLOAD-METRIC.png: a NAME@X metric against X on log-log axes (the
@@ -18,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report  # noqa: E402
@@ -32,6 +34,23 @@ def color(a, allocs):
         return COLORS[a]
     extras = [x for x in allocs if x not in COLORS]
     return EXTRA[extras.index(a) % len(EXTRA)]
+
+
+def ratio_axis(ax):
+    """Ratios on a log scale (2x slower and 2x faster look alike), with ticks
+    written 0.5, 1, 2; a narrow range (under 4x) reads better linear from 0."""
+    lo, hi = ax.get_ylim()
+    if lo > 0 and hi / lo < 4:
+        ax.set_yscale("linear")
+        ax.set_ylim(bottom=0)
+        return
+    plain_log_axis(ax.yaxis)
+
+
+def plain_log_axis(axis):
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def safe(s):
@@ -54,12 +73,14 @@ def family_chart(t, fam, out_dir):
             ax.bar(xs, ys, width=width, label=a, color=color(a, t.allocators))
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_yscale("log")
-        ax.set_ylabel("%s ÷ %s (log)" % (label, ref))
+        ratio_axis(ax)
+        ax.set_ylabel("%s ÷ %s%s" % (label, ref, " (log)" if ax.get_yscale() == "log" else ""))
         ax.grid(axis="y", which="both", alpha=0.3)
     axes[1].set_xticks(range(len(names)))
     axes[1].set_xticklabels(names, rotation=30, ha="right")
-    axes[0].set_title("%s: median time and peak RSS relative to %s (lower is better)" % (fam, ref))
-    axes[0].legend(ncol=len(t.allocators), fontsize="small", loc="upper left")
+    axes[0].set_title("%s: median time and peak RSS relative to %s (lower is better)" % (fam, ref), pad=28)
+    axes[0].legend(ncol=len(t.allocators), fontsize="small", loc="lower center", bbox_to_anchor=(0.5, 1.0),
+                   frameon=False)
     fig.tight_layout()
     path = os.path.join(out_dir, "family-%s.png" % safe(fam))
     fig.savefig(path, dpi=90)
@@ -130,6 +151,7 @@ def sweep_charts(t, out_dir):
                     ax.plot([p[0] for p in xy], [p[1] for p in xy], marker=".", label=a, color=color(a, t.allocators))
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            plain_log_axis(ax.yaxis)
             ax.set_xlabel("size (bytes)" if base.startswith("ns") or "size" in base else "x")
             ax.set_ylabel(base + " (log)")
             ax.set_title("%s: %s against size (log-log)" % (n, base))

@@ -33,7 +33,15 @@ def _cmd(argv):
         return ""
 
 
-def collect_meta(root, build, allocators, missing, runs, quick, command, suites):
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def collect_meta(root, build, allocators, missing, runs, quick, command, suites, load_start="?", duration=0.0):
     cpu = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -63,6 +71,7 @@ def collect_meta(root, build, allocators, missing, runs, quick, command, suites)
         "machine": "%s, %d cores, %s GiB, Linux %s, THP %s" % (
             cpu or platform.machine(), os.cpu_count() or 0, _mem_gib(), platform.release(), thp or "?"),
         "allocators": allocators, "missing": [m[0] for m in missing], "versions": versions,
+        "load": "%s at the start, %s at the end" % (load_start, loadavg()), "duration_s": round(duration, 1),
         "commands": {e.name: e.command.replace(root + "/", "") for s in suites for e in s.entries},
     }
 
@@ -221,6 +230,10 @@ def render(rows, meta, plots):
         w("- Runs per allocator and workload: %s, interleaved (run 1 of every allocator, then run 2, ...)"
           % meta.get("runs", "?"))
         w("- Machine: %s" % meta.get("machine", "?"))
+        if meta.get("load"):
+            w("- Load average (1, 5, 15 min): %s; the run took %s s. Other jobs on the machine make "
+              "times noisier; a load above the core count means they shared the cores with it."
+              % (meta["load"], meta.get("duration_s", "?")))
         v = meta.get("versions", {})
         w("- Versions: " + "; ".join("%s %s" % (a, v.get(a) or "?") for a in t.allocators if not
                                       a.startswith("strata-")))
