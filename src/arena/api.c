@@ -177,7 +177,7 @@ void *strata_arena_alloc(strata_arena *a, size_t size, size_t align) {
 void strata_arena_free(strata_arena *a, void *p) {
     if (!p) return;
     pthread_mutex_lock(&a->lock);
-    int r = arena_free(&a->eng, p);
+    int r = arena_free(&a->eng, p, NULL);
     if (a->reserved_by_us) {
         a->eng.cfg.purge_delay_ms = opt(STRATA_OPTION_PURGE_DELAY_MS);
         arena_collect(&a->eng);

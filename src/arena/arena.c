@@ -18,7 +18,6 @@ struct aregion_s {
 
 struct ablock_s {
     tnode by_size;          /* in a->by_size while free */
-    tnode by_addr;          /* always in a->by_addr */
     ablock *prev, *next;    /* address order */
     ablock *dprev, *dnext;  /* dirty list, while on_dirty */
     aregion *region;        /* blocks merge only within one range */
@@ -96,9 +95,11 @@ static void list_remove(arena_t *a, ablock *b) {
     b->prev = b->next = NULL;
 }
 
-static void addr_insert(arena_t *a, ablock *b) {
-    tree_node_init(&b->by_addr, b->addr, 0);
-    tree_insert(&a->by_addr, &b->by_addr);
+/* Room must have been reserved (addr_reserve) before any mutation starts. */
+static void addr_insert(arena_t *a, ablock *b) { addrmap_put(&a->by_addr, b->addr, b); }
+static void addr_remove(arena_t *a, ablock *b) { addrmap_del(&a->by_addr, b->addr); }
+static int addr_reserve(arena_t *a, size_t n) {
+    return addrmap_reserve(&a->by_addr, n, a->ops.meta_map, a->ops.meta_unmap, a->ops.ctx);
 }
 
 static void size_insert(arena_t *a, ablock *b) {
@@ -209,6 +210,7 @@ int arena_init(arena_t *a, const arena_ops *ops, const arena_config *cfg) {
 void arena_destroy(arena_t *a) {
     for (aregion *r = a->regions; r; r = r->next)
         if (r->grown && a->ops.shrink) a->ops.shrink((void *)r->base, r->end - r->base, a->ops.ctx);
+    addrmap_release(&a->by_addr, a->ops.meta_unmap, a->ops.ctx);
     void *c = a->pool_chunks;
     while (c) {
         void *next = *(void **)c;
@@ -224,6 +226,7 @@ int arena_add_range(arena_t *a, void *base, size_t len, bool grown, bool committ
         return EINVAL;
     for (aregion *r = a->regions; r; r = r->next)
         if (b0 < r->end && r->base < b0 + len) return EINVAL;
+    if (addr_reserve(a, 1)) return ENOMEM;
     aregion *r = unit_get(a);
     if (!r) return ENOMEM;
     ablock *b = unit_get(a);
@@ -245,8 +248,10 @@ int arena_add_range(arena_t *a, void *base, size_t len, bool grown, bool committ
     b->size = len;
     b->region = r;
     b->free = true;
-    tnode *before = tree_floor(a->by_addr, b0, 0);
-    list_insert_after(a, before ? BLOCK_OF(before, by_addr) : NULL, b);
+    /* Ranges are few and added rarely: a walk finds the place in the list. */
+    ablock *before = a->tail;
+    while (before && before->addr > b0) before = before->prev;
+    list_insert_after(a, before, b);
     addr_insert(a, b);
     size_insert(a, b);
     count_block(a, b, +1);
@@ -354,6 +359,7 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
     if (!b) return NULL;
 
     /* Take both possible new nodes first so nothing is half done on ENOMEM. */
+    if (addr_reserve(a, 2)) return NULL;
     ablock *n1 = unit_get(a), *n2 = n1 ? unit_get(a) : NULL;
     if (!n2) {
         if (n1) unit_put(a, n1);
@@ -411,7 +417,7 @@ static bool mergeable(const ablock *b, const ablock *n) {
 static void drop_free_block(arena_t *a, ablock *n) {
     tree_remove(&a->by_size, &n->by_size);
     dirty_remove(a, n);
-    tree_remove(&a->by_addr, &n->by_addr);
+    addr_remove(a, n);
     list_remove(a, n);
     count_block(a, n, -1);
     unit_put(a, n);
@@ -437,7 +443,7 @@ static void free_block(arena_t *a, ablock *b) {
         extent_hull(p, &lo, &hi);
         tree_remove(&a->by_size, &p->by_size);
         dirty_remove(a, p);
-        tree_remove(&a->by_addr, &b->by_addr);
+        addr_remove(a, b);
         list_remove(a, b);
         count_block(a, b, -1);
         unit_put(a, b);
@@ -454,22 +460,20 @@ static void free_block(arena_t *a, ablock *b) {
 }
 
 static ablock *find_block(const arena_t *a, const void *p) {
-    tnode *t = tree_find(a->by_addr, (uintptr_t)p, 0);
-    return t ? BLOCK_OF(t, by_addr) : NULL;
+    return addrmap_get(&a->by_addr, (uintptr_t)p);
 }
 
-int arena_free(arena_t *a, void *p) {
+int arena_free(arena_t *a, void *p, size_t *size) {
     ablock *b = find_block(a, p);
     if (!b) {
-        /* Inside a free block: freed already (maybe merged since). */
-        tnode *t = tree_floor(a->by_addr, (uintptr_t)p, 0);
-        if (t) {
-            ablock *c = BLOCK_OF(t, by_addr);
+        /* Inside a free block: freed already (maybe merged since).  Only
+         * bad input comes here, so a walk of the list is good enough. */
+        for (const ablock *c = a->head; c && c->addr <= (uintptr_t)p; c = c->next)
             if (c->free && (uintptr_t)p < block_end(c)) return ARENA_DOUBLE_FREE;
-        }
         return ARENA_INVALID;
     }
     if (b->free) return ARENA_DOUBLE_FREE;
+    if (size) *size = b->size;
     free_block(a, b);
     a->st.frees++;
     return ARENA_OK;
@@ -489,7 +493,7 @@ bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable) {
     size = rounded;
     if (size <= b->size) {
         if (b->size - size >= a->cfg.min_split) {
-            ablock *tail = unit_get(a);
+            ablock *tail = addr_reserve(a, 1) ? NULL : unit_get(a);
             if (tail) {
                 /* The cut-off tail is freed like any block: it merges with a free next. */
                 tail->addr = b->addr + size;
@@ -519,7 +523,7 @@ bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable) {
         drop_free_block(a, n);
     } else {
         tree_remove(&a->by_size, &n->by_size);
-        tree_remove(&a->by_addr, &n->by_addr);
+        addr_remove(a, n);
         n->addr += take;
         set_size(a, n, n->size - take);
         addr_insert(a, n);
@@ -598,7 +602,7 @@ const char *arena_check(const arena_t *a) {
             if (prev->free && b->free) return "coalesce: two adjacent free blocks";
         }
         if ((!b->next || b->next->region != r) && block_end(b) != r->end) return "range: does not end with a block";
-        if (find_block(a, (void *)b->addr) != b) return "addr tree: block missing";
+        if (find_block(a, (void *)b->addr) != b) return "address map: block missing";
         if (b->free) {
             nfree++;
             bfree += b->size;
@@ -615,8 +619,8 @@ const char *arena_check(const arena_t *a) {
     if (nfree != a->st.free_blocks || bfree != a->st.free_bytes) return "counters: free";
     if (nused != a->st.used_blocks || bused != a->st.used_bytes) return "counters: used";
     if (tree_count(a->by_size) != nfree) return "size tree: count";
-    if (tree_count(a->by_addr) != nfree + nused) return "addr tree: count";
-    if (tree_check(a->by_size) || tree_check(a->by_addr)) return "tree: order or heap broken";
+    if (a->by_addr.count != nfree + nused) return "address map: count";
+    if (tree_check(a->by_size)) return "size tree: order or heap broken";
     const ablock *dp = NULL;
     for (const ablock *d = a->dirty_head; d; dp = d, d = d->dnext) {
         if (d->dprev != dp || !d->free || !d->on_dirty) return "dirty list: broken";

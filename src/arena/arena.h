@@ -3,7 +3,7 @@
  * the public strata_arena_* API are built on it.
  *
  * Every block, free or used, is on an address-ordered doubly linked list and
- * in a tree by address; free blocks are also in a tree by (size, address),
+ * in a hash map by start address; free blocks are also in a tree by (size, address),
  * so best fit — the smallest free block large enough, lowest address among
  * equals — is one O(log n) search.  Freeing coalesces with both neighbours
  * at once.  All metadata lives in pages the ops hand out (meta_map), out of
@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "addrmap.h"
 #include "tree.h"
 
 /* How the arena obtains what it manages.  Only meta_map/meta_unmap are
@@ -74,7 +75,8 @@ typedef struct arena_s {
     arena_ops ops;
     arena_config cfg;
     ablock *head, *tail;            /* every block, by address */
-    tnode *by_size, *by_addr;
+    tnode *by_size;                 /* free blocks by (size, address) */
+    addrmap by_addr;                /* every block by start address */
     ablock *dirty_head, *dirty_tail;/* dirty free blocks, oldest first */
     aregion *regions;
     void *pool_free;                /* free metadata units */
@@ -100,8 +102,10 @@ int arena_add_range(arena_t *a, void *base, size_t len, bool grown, bool committ
 void *arena_alloc(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean);
 /* The same without growing: NULL when the ranges held now have no fit. */
 void *arena_alloc_nogrow(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean);
-/* ARENA_OK, ARENA_INVALID (p is not the start of a used block) or ARENA_DOUBLE_FREE. */
-int arena_free(arena_t *a, void *p);
+/* ARENA_OK, ARENA_INVALID (p is not the start of a used block) or
+ * ARENA_DOUBLE_FREE (p lies in free space).  *size (if not NULL) gets the
+ * freed block's size. */
+int arena_free(arena_t *a, void *p, size_t *size);
 /* Block size of the used block starting at p, or 0. */
 size_t arena_usable(arena_t *a, const void *p);
 /* Resizes the used block at p in place (shrinks, or grows into a free next

@@ -26,7 +26,9 @@
 #include "../os/os.h"
 #include "../stats/stats.h"
 
-#define LARGE_STRIPES 4
+#ifndef LARGE_STRIPES
+#define LARGE_STRIPES 4   /* -DLARGE_STRIPES=1 builds the single-lock tier, for comparison */
+#endif
 #define LARGE_REGION ((size_t)16 << 30)       /* address space per reservation */
 #define LARGE_COMMIT_STEP ((size_t)64 << 20)  /* commit ahead of the high-water mark */
 #define LARGE_MAX_REGIONS 1024
@@ -125,6 +127,17 @@ static size_t cache_limit(const stripe_t *s) {
     return others < all ? all - others : 0;
 }
 
+/* STRATA_LARGE_FIT=first switches the arenas to first fit, for the
+ * ablation benchmark only; not an option of the API.  Read from environ
+ * directly: this may run before libc is fully set up. */
+extern char **environ;
+static bool first_fit_asked(void) {
+    static const char key[] = "STRATA_LARGE_FIT=first";
+    for (char **e = environ; e && *e; e++)
+        if (!strcmp(*e, key)) return true;
+    return false;
+}
+
 static void stripe_lock(stripe_t *s) {
     if (pthread_mutex_trylock(&s->lock) != 0) {
         atomic_fetch_add_explicit(&lock_waits, 1, memory_order_relaxed);
@@ -143,7 +156,8 @@ static void stripe_lock(stripe_t *s) {
                             .commit_step = LARGE_COMMIT_STEP,
                             .page = os_page_size(),
                             .purge_delay_ms = opt(STRATA_OPTION_PURGE_DELAY_MS),
-                            .dirty_limit = SIZE_MAX};
+                            .dirty_limit = SIZE_MAX,
+                            .first_fit = first_fit_asked()};
         if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
         atomic_store_explicit(&s->ready, true, memory_order_release);
     }
@@ -242,8 +256,8 @@ void large_free(void *p) {
         return;
     }
     stripe_lock(s);
-    size_t usable = arena_usable(&s->arena, p);
-    int r = arena_free(&s->arena, p);
+    size_t usable = 0;
+    int r = arena_free(&s->arena, p, &usable);
     stripe_unlock(s);
     if (r == ARENA_INVALID) {
         strata_error("free(): invalid pointer", p);

@@ -160,9 +160,9 @@ void model_free(model_t *m, int index) {
     uintptr_t at = m->live[k].addr;
     memmove(&m->live[k], &m->live[k + 1], sizeof m->live[0] * (size_t)(m->nlive - k - 1));
     m->nlive--;
-    if (arena_free(&m->a, (void *)at) != ARENA_OK) fail(m, "free of a live block refused");
+    if (arena_free(&m->a, (void *)at, NULL) != ARENA_OK) fail(m, "free of a live block refused");
     verify(m);
-    if (arena_free(&m->a, (void *)at) != ARENA_DOUBLE_FREE) fail(m, "double free not detected");
+    if (arena_free(&m->a, (void *)at, NULL) != ARENA_DOUBLE_FREE) fail(m, "double free not detected");
     verify(m);
 }
 
@@ -202,7 +202,7 @@ void model_resize(model_t *m, int index, size_t size) {
 void model_bad_free(model_t *m, uint64_t where) {
     take_walk(m, &before);
     if (before.n == 0) {
-        if (arena_free(&m->a, (void *)(FAKE_BASE + (where & 0xffff))) != ARENA_INVALID) fail(m, "bad free in an empty arena");
+        if (arena_free(&m->a, (void *)(FAKE_BASE + (where & 0xffff)), NULL) != ARENA_INVALID) fail(m, "bad free in an empty arena");
         verify(m);
         return;
     }
@@ -216,7 +216,7 @@ void model_bad_free(model_t *m, uint64_t where) {
         if (c->used && p == c->addr) return;   /* a valid free: not what we test */
         if (!c->used) expect = ARENA_DOUBLE_FREE;
     }
-    if (arena_free(&m->a, (void *)p) != expect) fail(m, "bad free reported wrongly");
+    if (arena_free(&m->a, (void *)p, NULL) != expect) fail(m, "bad free reported wrongly");
     take_walk(m, &after);
     if (after.n != before.n || memcmp(after.b, before.b, sizeof(wblock) * (size_t)after.n) != 0)
         fail(m, "a bad free changed the arena");

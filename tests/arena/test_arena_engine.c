@@ -42,7 +42,7 @@ static void test_basic_order(void) {
     arena_get_stats(&a, &s);
     CHECK(s.used_blocks == 3 && s.used_bytes == 14 * K && s.free_blocks == 1 && s.free_bytes == 1 * MiB - 14 * K);
     CHECK(s.largest_free == 1 * MiB - 14 * K);
-    CHECK(arena_free(&a, p2) == ARENA_OK);
+    CHECK(arena_free(&a, p2, NULL) == ARENA_OK);
     CHECK_ARENA(&a);
     /* Best fit: a 2-page request goes to the 3-page hole, not the big tail. */
     void *p4 = alloc(&a, 2 * K, 1);
@@ -61,7 +61,7 @@ static void test_best_fit_choice(void) {
         hole[i] = alloc(&a, holes[i] * K, 1);
         sep[i] = alloc(&a, K, 1);
     }
-    for (int i = 0; i < 4; i++) CHECK(arena_free(&a, hole[i]) == ARENA_OK);
+    for (int i = 0; i < 4; i++) CHECK(arena_free(&a, hole[i], NULL) == ARENA_OK);
     CHECK_ARENA(&a);
     CHECK(alloc(&a, 3 * K, 1) == hole[1]);   /* smallest that fits, lowest address */
     CHECK(alloc(&a, 3 * K, 1) == hole[3]);   /* the other 3-page hole */
@@ -79,7 +79,7 @@ static void test_min_split(void) {
     void *p = alloc(&a, 5 * K, 1);
     void *q = alloc(&a, K, 1);   /* min_split 4 pages: the 59-page rest is split */
     CHECK(arena_usable(&a, q) == K);
-    CHECK(arena_free(&a, p) == ARENA_OK);
+    CHECK(arena_free(&a, p, NULL) == ARENA_OK);
     size_t u = 0;
     void *r = arena_alloc(&a, 2 * K, 1, &u, NULL);   /* remainder 3 pages < 4: not split */
     CHECK(r == p && u == 5 * K);
@@ -96,15 +96,15 @@ static void test_coalesce_both_sides(void) {
     arena_stats s;
     arena_get_stats(&a, &s);
     CHECK(s.free_blocks == 0);
-    CHECK(arena_free(&a, b[0]) == ARENA_OK);
-    CHECK(arena_free(&a, b[2]) == ARENA_OK);
+    CHECK(arena_free(&a, b[0], NULL) == ARENA_OK);
+    CHECK(arena_free(&a, b[2], NULL) == ARENA_OK);
     arena_get_stats(&a, &s);
     CHECK(s.free_blocks == 2);
-    CHECK(arena_free(&a, b[1]) == ARENA_OK);   /* merges with both neighbours at once */
+    CHECK(arena_free(&a, b[1], NULL) == ARENA_OK);   /* merges with both neighbours at once */
     CHECK_ARENA(&a);
     arena_get_stats(&a, &s);
     CHECK(s.free_blocks == 1 && s.largest_free == 12 * K);
-    CHECK(arena_free(&a, b[3]) == ARENA_OK);
+    CHECK(arena_free(&a, b[3], NULL) == ARENA_OK);
     arena_get_stats(&a, &s);
     CHECK(s.free_blocks == 1 && s.free_bytes == 16 * K && s.used_blocks == 0);
     CHECK(alloc(&a, 16 * K, 1) == b[0]);
@@ -130,8 +130,8 @@ static void test_alignment_padding(void) {
     /* Large alignment: the first 1 MiB boundary. */
     void *q = alloc(&a, K, 1 * MiB);
     CHECK((uintptr_t)q == FAKE_BASE + 1 * MiB);
-    CHECK(arena_free(&a, q) == ARENA_OK);
-    CHECK(arena_free(&a, p) == ARENA_OK);
+    CHECK(arena_free(&a, q, NULL) == ARENA_OK);
+    CHECK(arena_free(&a, p, NULL) == ARENA_OK);
     CHECK_ARENA(&a);
     arena_destroy(&a);
 
@@ -144,7 +144,7 @@ static void test_alignment_padding(void) {
     CHECK(g2 && ((uintptr_t)g2 & (GiB - 1)) == 0 && g2 != g);
     CHECK(alloc(&a, K, 2 * GiB) == NULL);   /* no 2 GiB boundary with room */
     CHECK(alloc(&a, 1, 3) == NULL);         /* not a power of two */
-    CHECK(arena_free(&a, g) == ARENA_OK && arena_free(&a, g2) == ARENA_OK);
+    CHECK(arena_free(&a, g, NULL) == ARENA_OK && arena_free(&a, g2, NULL) == ARENA_OK);
     arena_stats s2;
     arena_get_stats(&a, &s2);
     CHECK(s2.free_blocks == 1 && s2.free_bytes == 3 * GiB);
@@ -158,7 +158,7 @@ static void test_resize_in_place(void) {
     void *p = alloc(&a, 4 * K, 1), *q = alloc(&a, 4 * K, 1), *r = alloc(&a, 4 * K, 1);
     size_t u = 0;
     CHECK(!arena_resize(&a, p, 5 * K, &u));   /* next block used */
-    CHECK(arena_free(&a, q) == ARENA_OK);
+    CHECK(arena_free(&a, q, NULL) == ARENA_OK);
     CHECK(arena_resize(&a, p, 6 * K, &u) && u == 6 * K);   /* grows into q's space */
     CHECK_ARENA(&a);
     CHECK(arena_usable(&a, (char *)p + 6 * K) == 0);
@@ -189,14 +189,14 @@ static void test_bad_frees(void) {
     fake_env e;
     setup(&a, &e, K, K, 64 * K, 0, 0);
     void *p = alloc(&a, 4 * K, 1), *q = alloc(&a, 4 * K, 1);
-    CHECK(arena_free(&a, (char *)p + K) == ARENA_INVALID);     /* interior */
-    CHECK(arena_free(&a, P(FAKE_BASE - K)) == ARENA_INVALID);  /* before the range */
-    CHECK(arena_free(&a, P(FAKE_BASE + 1 * MiB)) == ARENA_INVALID);  /* after the range */
-    CHECK(arena_free(&a, P(FAKE_BASE + 40 * K)) == ARENA_DOUBLE_FREE);  /* into free space */
-    CHECK(arena_free(&a, p) == ARENA_OK);
-    CHECK(arena_free(&a, p) == ARENA_DOUBLE_FREE);
-    CHECK(arena_free(&a, q) == ARENA_OK);                      /* merges p, q and the tail */
-    CHECK(arena_free(&a, q) == ARENA_DOUBLE_FREE);             /* inside the merged block */
+    CHECK(arena_free(&a, (char *)p + K, NULL) == ARENA_INVALID);     /* interior */
+    CHECK(arena_free(&a, P(FAKE_BASE - K), NULL) == ARENA_INVALID);  /* before the range */
+    CHECK(arena_free(&a, P(FAKE_BASE + 1 * MiB), NULL) == ARENA_INVALID);  /* after the range */
+    CHECK(arena_free(&a, P(FAKE_BASE + 40 * K), NULL) == ARENA_DOUBLE_FREE);  /* into free space */
+    CHECK(arena_free(&a, p, NULL) == ARENA_OK);
+    CHECK(arena_free(&a, p, NULL) == ARENA_DOUBLE_FREE);
+    CHECK(arena_free(&a, q, NULL) == ARENA_OK);                      /* merges p, q and the tail */
+    CHECK(arena_free(&a, q, NULL) == ARENA_DOUBLE_FREE);             /* inside the merged block */
     CHECK_ARENA(&a);
     arena_stats s;
     arena_get_stats(&a, &s);
@@ -227,15 +227,15 @@ static void test_too_large_and_grow(void) {
     arena_stats s;
     arena_get_stats(&a, &s);
     CHECK(s.regions == 2 && s.committed <= s.reserved);
-    CHECK(arena_free(&a, q) == ARENA_OK);
-    CHECK(arena_free(&a, r) == ARENA_OK);
+    CHECK(arena_free(&a, q, NULL) == ARENA_OK);
+    CHECK(arena_free(&a, r, NULL) == ARENA_OK);
     /* Release purges every dirty block and gives the free grown range back. */
     size_t back = arena_release(&a);
     CHECK_ARENA(&a);
     CHECK(e.shrinks == 1 && e.shrunk_bytes == 2 * MiB && back >= 2 * MiB);
     arena_get_stats(&a, &s);
     CHECK(s.regions == 1 && s.dirty_bytes == 0);
-    CHECK(arena_free(&a, p) == ARENA_OK);
+    CHECK(arena_free(&a, p, NULL) == ARENA_OK);
     arena_destroy(&a);
     CHECK(e.shrinks == 2);
 }
@@ -251,7 +251,7 @@ static void test_purge(void) {
     void *q = arena_alloc(&a, 64 * K, 1, &u, &clean);
     CHECK(q && clean);
     e.now = 1000;
-    CHECK(arena_free(&a, p) == ARENA_OK);
+    CHECK(arena_free(&a, p, NULL) == ARENA_OK);
     arena_stats s;
     arena_get_stats(&a, &s);
     CHECK(s.dirty_bytes == 64 * K);
@@ -259,9 +259,9 @@ static void test_purge(void) {
     CHECK(arena_collect(&a) == 0);           /* not idle long enough (delay 100) */
     void *p2 = arena_alloc(&a, 64 * K, 1, &u, &clean);
     CHECK(p2 == p && !clean);                /* reused with its pages: dirty */
-    CHECK(arena_free(&a, p2) == ARENA_OK);
+    CHECK(arena_free(&a, p2, NULL) == ARENA_OK);
     e.now = 1100;
-    CHECK(arena_free(&a, q) == ARENA_OK);    /* merges p's block with q and the tail */
+    CHECK(arena_free(&a, q, NULL) == ARENA_OK);    /* merges p's block with q and the tail */
     CHECK_ARENA(&a);
     e.now = 1199;
     CHECK(arena_collect(&a) == 0);
@@ -280,9 +280,9 @@ static void test_purge(void) {
     void *b[4];
     for (int i = 0; i < 4; i++) b[i] = alloc(&a, 64 * K, 1);
     alloc(&a, K, 1);   /* keep the tail from merging */
-    CHECK(arena_free(&a, b[0]) == ARENA_OK);
+    CHECK(arena_free(&a, b[0], NULL) == ARENA_OK);
     CHECK(e.purge_calls == 0);
-    CHECK(arena_free(&a, b[2]) == ARENA_OK);  /* 128K dirty > 100K: b[0] purged */
+    CHECK(arena_free(&a, b[2], NULL) == ARENA_OK);  /* 128K dirty > 100K: b[0] purged */
     CHECK(e.purge_calls == 1);
     arena_get_stats(&a, &s);
     CHECK(s.dirty_bytes == 64 * K);
@@ -294,7 +294,7 @@ static void test_purge(void) {
     void *x = alloc(&a, 1024, 1);
     void *y = alloc(&a, 8 * 1024, 1);
     alloc(&a, 1024, 1);
-    CHECK(arena_free(&a, y) == ARENA_OK);
+    CHECK(arena_free(&a, y, NULL) == ARENA_OK);
     CHECK(arena_release(&a) == K);            /* only the page inside [1K, 9K) */
     bool cl = true;
     CHECK(arena_alloc(&a, 8 * 1024, 1, &u, &cl) == y && !cl);
@@ -312,7 +312,7 @@ static void test_dirty_extent(void) {
     bool clean;
     void *p = arena_alloc(&a, 64 * K, 1, &u, &clean);
     void *q = arena_alloc(&a, 16 * K, 1, &u, &clean);
-    CHECK(arena_free(&a, p) == ARENA_OK && arena_free(&a, q) == ARENA_OK);
+    CHECK(arena_free(&a, p, NULL) == ARENA_OK && arena_free(&a, q, NULL) == ARENA_OK);
     arena_stats s;
     arena_get_stats(&a, &s);
     CHECK(s.free_blocks == 1 && s.dirty_bytes == 80 * K);
@@ -322,7 +322,7 @@ static void test_dirty_extent(void) {
     CHECK(s.dirty_bytes == 0);
     void *r = arena_alloc(&a, 8 * K, 1, &u, &clean);
     CHECK(r == (char *)p + 80 * K && clean);
-    CHECK(arena_free(&a, p) == ARENA_OK);
+    CHECK(arena_free(&a, p, NULL) == ARENA_OK);
     CHECK(arena_release(&a) == 80 * K && e.purged_bytes == 80 * K);
     CHECK(arena_alloc(&a, 80 * K, 1, &u, &clean) == p && clean);
     CHECK_ARENA(&a);
@@ -339,7 +339,7 @@ static void test_first_fit(void) {
     alloc(&a, K, 1);
     void *small = alloc(&a, 2 * K, 1);
     alloc(&a, K, 1);
-    CHECK(arena_free(&a, big) == ARENA_OK && arena_free(&a, small) == ARENA_OK);
+    CHECK(arena_free(&a, big, NULL) == ARENA_OK && arena_free(&a, small, NULL) == ARENA_OK);
     CHECK(alloc(&a, 2 * K, 1) == big);   /* first fit takes the lower, bigger hole */
     arena_destroy(&a);
 }
