@@ -115,6 +115,7 @@ int main(int argc, char **argv) {
     expect_abort("invalid free of a stack address", "stack", NULL, NULL, "free(): invalid pointer", NULL);
     expect_abort("invalid free of an mmap()ed page", "foreign", NULL, NULL, "free(): invalid pointer", NULL);
     expect_abort("invalid free of an unmapped address", "wild", NULL, NULL, "free(): invalid pointer", NULL);
+    expect_abort("realloc of a stack address", "realloc_stack", NULL, NULL, "realloc(): invalid pointer", NULL);
     expect_abort("invalid free of a stack address, STRATA_CHECK=1", "stack", "STRATA_CHECK=1", NULL,
                  "free(): invalid pointer", NULL);
     expect_abort("free of the middle of a block, STRATA_CHECK=1", "middle", "STRATA_CHECK=1", NULL,

@@ -37,6 +37,10 @@ int main(int argc, char **argv) {
         void *w = (void *)(uintptr_t)0x10000040;
         say(w);
         free(launder(w));
+    } else if (!strcmp(mode, "realloc_stack")) {
+        say(&on_stack);
+        void *r = realloc(launder(&on_stack), 100);
+        (void)r;                                    /* warn mode: whatever it returned is not ours to free */
     } else if (!strcmp(mode, "middle")) {           /* inside a live block */
         char *p = malloc(64);
         say(p + 8);
