@@ -43,10 +43,13 @@ static int run(const char *self, const char *var, char *out, size_t outsz, char 
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* The shape of a report: its lines with every digit removed. */
+/* The shape of a report: its lines with every digit removed, up to the
+ * per-class table (whose rows depend on which classes were ever used, which
+ * may change between the call and the exit). */
 static void shape(const char *s, char *dst, size_t cap) {
+    const char *table = strstr(s, "\n  class");
     size_t j = 0;
-    for (; *s && j + 1 < cap; s++) if (!isdigit((unsigned char)*s)) dst[j++] = *s;
+    for (; *s && s != table && j + 1 < cap; s++) if (!isdigit((unsigned char)*s)) dst[j++] = *s;
     dst[j] = 0;
 }
 
