@@ -249,6 +249,60 @@ def t_badinput(prog):
     print("badinput ok")
 
 
+def checksum(payload):
+    """The chunk checksum of docs/tools.md."""
+    mask = (1 << 64) - 1
+    n = len(payload)
+    h = 0x9E3779B97F4A7C15 ^ n
+    i = 0
+    while i + 8 <= n:
+        w = int.from_bytes(payload[i:i + 8], "little")
+        h = ((h ^ w) * 0x100000001B3) & mask
+        h ^= h >> 29
+        i += 8
+    for b in payload[i:]:
+        h = ((h ^ b) * 0x100000001B3) & mask
+    return h ^ (h >> 32)
+
+
+def t_fuzz(prog):
+    """Mutated traces whose checksums are made right again reach the record
+    decoder and the id pairing: each must be read or refused with one error
+    line, never crash or hang."""
+    d = workdir("fuzz")
+    good = os.path.join(d, "good.trace")
+    record(good, [prog])
+    data = open(good, "rb").read()
+    plen = int.from_bytes(data[12:16], "little")
+    chunks, off = [], 32 + plen
+    while int.from_bytes(data[off:off + 4], "little") == 0x4B4E4843:
+        n = int.from_bytes(data[off + 8:off + 12], "little")
+        if checksum(data[off + 40:off + 40 + n]) != int.from_bytes(data[off + 32:off + 40], "little"):
+            fail("checksum in docs/tools.md does not match the file's")
+        chunks.append((off, n))
+        off += 40 + n
+    rnd = random.Random(11)
+    path = os.path.join(d, "mutant.trace")
+    refused = 0
+    for i in range(300):
+        blob = bytearray(data)
+        coff, n = rnd.choice(chunks)
+        for _ in range(rnd.randrange(1, 4)):
+            blob[coff + 40 + rnd.randrange(n)] = rnd.randrange(256)
+        blob[coff + 32:coff + 40] = checksum(bytes(blob[coff + 40:coff + 40 + n])).to_bytes(8, "little")
+        with open(path, "wb") as f:
+            f.write(blob)
+        tool_name = "strata-trace-stats" if i % 2 else "strata-replay"
+        p = run([tool(tool_name), path] + (["--json"] if i % 2 else ["--quiet"]), expect_rc=None, timeout=60)
+        if p.returncode not in (0, 1):
+            fail("%s crashed (rc %d) on mutant %d:\n%s" % (tool_name, p.returncode, i, p.stderr[-2000:]))
+        if p.returncode == 1 and p.stderr.strip():
+            refused += 1
+            if len(p.stderr.strip().splitlines()) != 1 or " at byte " not in p.stderr:
+                fail("%s: bad error for mutant %d: %s" % (tool_name, i, p.stderr))
+    print("fuzz ok: 300 mutants, %d refused" % refused)
+
+
 def t_tracegen():
     """Same seed, same bytes; other seed, other bytes; every kind replays."""
     d = workdir("tracegen")
@@ -373,7 +427,7 @@ def main():
     ARGS = ap.parse_args()
     if ARGS.preload and not os.path.exists(ARGS.preload):
         fail("preload library %s not built" % ARGS.preload)
-    tests = {"roundtrip": t_roundtrip, "crossthread": t_crossthread, "badinput": t_badinput,
+    tests = {"fuzz": t_fuzz, "roundtrip": t_roundtrip, "crossthread": t_crossthread, "badinput": t_badinput,
              "fork": t_fork, "exits": t_exits, "overhead": t_overhead}
     if ARGS.test == "tracegen":
         t_tracegen()
