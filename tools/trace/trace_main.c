@@ -169,7 +169,10 @@ int main(int argc, char **argv)
         }
     }
     if (best < 0) {
-        fprintf(stderr, "%s: %s wrote no trace (is it statically linked or setuid?)\n", prog, argv[i]);
+        if (code == 127)   /* the child said why it could not run the program */
+            fprintf(stderr, "%s: no trace written\n", prog);
+        else
+            fprintf(stderr, "%s: %s wrote no trace (is it statically linked or setuid?)\n", prog, argv[i]);
         if (d)
             closedir(d);
         return code ? code : 2;
