@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -127,15 +128,41 @@ static size_t cache_limit(const stripe_t *s) {
     return others < all ? all - others : 0;
 }
 
-/* STRATA_LARGE_FIT=first switches the arenas to first fit, for the
- * ablation benchmark only; not an option of the API.  Read from environ
- * directly: this may run before libc is fully set up. */
+/* Two settings of the tier not (yet) in the options table, read from
+ * environ directly (this may run before libc is fully set up):
+ * STRATA_LARGE_FIT=first switches to first fit (the ablation benchmark);
+ * STRATA_LARGE_PURGE_DELAY_MS overrides the tier's purge delay. */
 extern char **environ;
-static bool first_fit_asked(void) {
-    static const char key[] = "STRATA_LARGE_FIT=first";
+static const char *env_value(const char *name) {
+    size_t n = strlen(name);
     for (char **e = environ; e && *e; e++)
-        if (!strcmp(*e, key)) return true;
-    return false;
+        if (!strncmp(*e, name, n) && (*e)[n] == '=') return *e + n + 1;
+    return NULL;
+}
+
+static bool first_fit_asked(void) {
+    const char *v = env_value("STRATA_LARGE_FIT");
+    return v && !strcmp(v, "first");
+}
+
+/* Large blocks are reused on the time scale of a program's outer loop (a
+ * training step, a time step), much longer than small pages: purging them
+ * after STRATA_PURGE_DELAY_MS's 10 ms default would fault every page in
+ * again each iteration.  So the tier waits at least LARGE_MIN_PURGE_DELAY_MS;
+ * 0 (purge at once) and -1 (never) are kept as they are. */
+#define LARGE_MIN_PURGE_DELAY_MS 1000
+static long purge_delay(void) {
+    static _Atomic(long) from_env = -2;   /* -2: not read yet; -3: not set */
+    long e = atomic_load_explicit(&from_env, memory_order_relaxed);
+    if (e == -2) {
+        const char *v = env_value("STRATA_LARGE_PURGE_DELAY_MS");
+        e = v ? strtol(v, NULL, 10) : -3;
+        if (e < -1) e = -3;
+        atomic_store_explicit(&from_env, e, memory_order_relaxed);
+    }
+    if (e != -3) return e;
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    return d <= 0 ? d : (d < LARGE_MIN_PURGE_DELAY_MS ? LARGE_MIN_PURGE_DELAY_MS : d);
 }
 
 static void stripe_lock(stripe_t *s) {
@@ -155,14 +182,14 @@ static void stripe_lock(stripe_t *s) {
                             .min_split = os_page_size(),
                             .commit_step = LARGE_COMMIT_STEP,
                             .page = os_page_size(),
-                            .purge_delay_ms = opt(STRATA_OPTION_PURGE_DELAY_MS),
+                            .purge_delay_ms = purge_delay(),
                             .dirty_limit = SIZE_MAX,
                             .first_fit = first_fit_asked()};
         if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
         atomic_store_explicit(&s->ready, true, memory_order_release);
     }
     /* Options may change at run time; the arena follows them. */
-    s->arena.cfg.purge_delay_ms = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    s->arena.cfg.purge_delay_ms = purge_delay();
     s->arena.cfg.dirty_limit = cache_limit(s);
 }
 
