@@ -118,6 +118,12 @@ def t_roundtrip(prog):
     total = sum(c for c, _ in exp.values())
     if int(m["ops"]) != total:
         fail("replay made %d calls, trace has %d" % (m["ops"], total))
+    # A comparison run: one row per allocator, each replayed in its own process.
+    names = "glibc," + (ARGS.preload or "glibc")
+    p = run([tool("strata-replay"), tr, "--allocator", names])
+    rows = [l for l in p.stdout.splitlines()[1:] if l.strip()]
+    if len(rows) != 2 or not all(l.rstrip().endswith(" ok") for l in rows):
+        fail("comparison table wrong:\n" + p.stdout)
     # Record the replay itself: every recorded (op, size) must come back.
     tr2 = os.path.join(d, "replayed.trace")
     p = record(tr2, [tool("strata-replay"), tr, "--quiet"])

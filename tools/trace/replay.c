@@ -1,9 +1,10 @@
 /* replay.c — strata-replay: replays a trace against an allocator.
  *
- *   strata-replay FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so]
+ *   strata-replay FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so|all|A,B,...]
  *                      [--touch none|page|full] [--by-size] [--quiet]
  *
- * With --allocator the tool re-executes itself with LD_PRELOAD set; without
+ * With --allocator the tool re-executes itself with LD_PRELOAD set (with a
+ * list, or "all", once per allocator, then prints a comparison); without
  * it, it measures whatever is preloaded now (the bench harness sets
  * LD_PRELOAD itself).  One replay thread per recorded thread, each running
  * its thread's calls in order.  A call that lets go of a block made on
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -367,10 +369,78 @@ static void print_by_size(const trace *t, const worker *workers, double ns_per_t
     }
 }
 
+/* --allocator a,b,... or all: replays once under each (a child per
+ * allocator) and prints one comparison table: "would Strata help?" in one
+ * command after strata-trace. */
+static int compare(const char *list, char **argv, int argc)
+{
+    char names[1024];
+    snprintf(names, sizeof names, "%s",
+             strcmp(list, "all") == 0 ? "glibc,jemalloc,tcmalloc,mimalloc,strata" : list);
+    printf("%-10s %12s %10s %14s %14s  %s\n", "allocator", "replay ms", "ns/call", "replay RSS KiB",
+           "fragmentation", "check");
+    int all_ok = 1;
+    for (char *save = NULL, *name = strtok_r(names, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        char lib[PATH_MAX];
+        if (!allocator_library(name, lib, sizeof lib)) {
+            printf("%-10s %12s %10s %14s %14s  %s\n", name, "-", "-", "-", "-", "not installed");
+            continue;
+        }
+        /* The same command line with this one allocator, --quiet. */
+        char *args[64];
+        int n = 0;
+        for (int i = 0; i < argc && n < 60; i++) {
+            if (strcmp(argv[i], "--allocator") == 0 && i + 1 < argc) {
+                i++;
+                continue;
+            }
+            args[n++] = argv[i];
+        }
+        args[n++] = "--allocator";
+        args[n++] = name;
+        args[n++] = "--quiet";
+        args[n] = NULL;
+        int fds[2];
+        if (pipe(fds) != 0)
+            return 2;
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(fds[1], 1);
+            close(fds[0]);
+            close(fds[1]);
+            unsetenv("STRATA_REPLAY_ALLOCATOR");
+            execv("/proc/self/exe", args);
+            _exit(127);
+        }
+        close(fds[1]);
+        FILE *f = fdopen(fds[0], "r");
+        char line[512];
+        double ms = -1, ns = -1, rss = -1, frag = -1;
+        int ok = 0;
+        while (f && fgets(line, sizeof line, f)) {
+            sscanf(line, "metric replay_ms %lf", &ms);
+            sscanf(line, "metric ns_per_op %lf", &ns);
+            sscanf(line, "metric replay_rss_kb %lf", &rss);
+            sscanf(line, "metric fragmentation %lf", &frag);
+            if (strncmp(line, "check ok", 8) == 0)
+                ok = 1;
+        }
+        if (f)
+            fclose(f);
+        int status;
+        waitpid(pid, &status, 0);
+        ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        all_ok &= ok;
+        printf("%-10s %12.1f %10.1f %14.0f %14.3f  %s\n", name, ms, ns, rss, frag, ok ? "ok" : "FAILED");
+    }
+    return all_ok ? 0 : 1;
+}
+
 static void usage(int code)
 {
     fprintf(code ? stderr : stdout,
-            "usage: %s FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so]\n"
+            "usage: %s FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so|all|A,B,...]\n"
             "                    [--touch none|page|full] [--by-size] [--quiet]\n",
             prog);
     exit(code);
@@ -406,6 +476,8 @@ int main(int argc, char **argv)
         else usage(2);
     }
     char lib[PATH_MAX] = "";
+    if (alloc_name && (strchr(alloc_name, ',') || strcmp(alloc_name, "all") == 0))
+        return compare(alloc_name, argv, argc);
     if (alloc_name) {
         if (!allocator_library(alloc_name, lib, sizeof lib)) {
             fprintf(stderr, "%s: allocator %s: library %s not found\n", prog, alloc_name, lib);
