@@ -309,6 +309,51 @@ def t_fuzz(prog):
     print("fuzz ok: 300 mutants, %d refused" % refused)
 
 
+def t_stats():
+    """strata-trace-stats on generated traces whose answers are known: tracegen's
+    clock is 100 ns per call and its sweep makes C blocks of a size, then frees
+    them in the same order, so every block lives exactly C calls."""
+    d = workdir("stats")
+    sw = os.path.join(d, "sweep.trace")
+    count = 40
+    run([tool("strata-tracegen"), "sweep", "-o", sw, "--min", "16", "--max", "4096", "--steps", "1",
+         "--count", str(count)])
+    s = stats(sw)
+    nsizes = 9   # 16, 32, ..., 4096
+    if s["operations"]["malloc"] != nsizes * count or s["operations"]["free"] != nsizes * count:
+        fail("sweep: %s" % s["operations"])
+    if s["live"]["peak_blocks"] != count or s["live"]["peak_bytes"] != 4096 * count:
+        fail("sweep: peak %d blocks / %d bytes, expected %d / %d"
+             % (s["live"]["peak_blocks"], s["live"]["peak_bytes"], count, 4096 * count))
+    if s["lifetimes"]["mean_ns"] != count * 100 or s["lifetimes"]["live_at_end"] != 0:
+        fail("sweep: mean lifetime %s ns, expected %d" % (s["lifetimes"]["mean_ns"], count * 100))
+    buckets = {b["max"]: b["count"] for b in s["sizes"]}
+    if buckets != {1 << k: count for k in range(4, 13)}:
+        fail("sweep: size histogram %s" % buckets)
+    if s["bytes"]["malloc"] != count * sum(1 << k for k in range(4, 13)) or s["bytes"]["free"] != s["bytes"]["malloc"]:
+        fail("sweep: bytes %s" % s["bytes"])
+    if s["cross_thread"]["frees"] != 0:
+        fail("sweep: cross-thread frees on one thread")
+    # All replacements reallocs, on one thread: every realloc grows or shrinks a
+    # known block, and each freed block's chain counts the reallocs behind it.
+    ra = os.path.join(d, "realloc.trace")
+    run([tool("strata-tracegen"), "random", "-o", ra, "--live", "10", "--ops", "1000", "--realloc", "1",
+         "--sizes", "uniform:1:100000"])
+    s = stats(ra)
+    r = s["realloc"]
+    if r["count"] != 1000 or r["from_null"] or r["unknown"] or r["grow"] + r["shrink"] + r["same"] != 1000:
+        fail("realloc patterns: %s" % r)
+    if s["operations"]["malloc"] != 10 or s["operations"]["free"] != 10:
+        fail("realloc trace operations: %s" % s["operations"])
+    if sum(r["chains"].values()) != 10 or r["longest_chain"] < 100:
+        fail("realloc chains: %s (10 lineages of ~100 reallocs expected)" % r)
+    # Text output agrees with the JSON.
+    text = run([tool("strata-trace-stats"), ra]).stdout
+    if "realloc            1000" not in text or "cross-thread frees  0 of" not in text:
+        fail("text output:\n" + text)
+    print("stats ok")
+
+
 def t_tracegen():
     """Same seed, same bytes; other seed, other bytes; every kind replays."""
     d = workdir("tracegen")
@@ -437,6 +482,8 @@ def main():
              "fork": t_fork, "exits": t_exits, "overhead": t_overhead}
     if ARGS.test == "tracegen":
         t_tracegen()
+    elif ARGS.test == "stats":
+        t_stats()
     elif ARGS.test in tests and ARGS.prog:
         tests[ARGS.test](ARGS.prog)
     else:
