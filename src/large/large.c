@@ -249,9 +249,12 @@ void *large_alloc(size_t size, size_t align, bool zero) {
     stripe_t *home = my_home();
     stripe_lock(home);
     void *p = arena_alloc_nogrow(&home->arena, size, align, &usable, &clean);
+    bool home_empty = home->arena.st.regions == 0;
     stripe_unlock(home);
-    /* Reuse another stripe's free block before reserving more. */
-    for (int i = 0; !p && i < LARGE_STRIPES; i++) {
+    /* Reuse another stripe's free block before reserving more — once the
+     * home stripe has a range of its own; otherwise every thread would end
+     * up in the first stripe, behind one lock. */
+    for (int i = 0; !p && !home_empty && i < LARGE_STRIPES; i++) {
         stripe_t *s = &stripes[i];
         if (s == home || !atomic_load_explicit(&s->ready, memory_order_acquire)) continue;
         stripe_lock(s);
