@@ -104,10 +104,13 @@ noinline void strata_free_generic(segment_t *seg, page_t *page, void *p) {
     }
     heap_t *heap = tls_heap;
     heap_t *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
-    if (owner == NULL && heap != &heap_empty) {
+    if (owner == NULL) {
         /* Abandoned by an exited thread: adopt it if it is still on the
-         * abandoned list, so its memory is reused or returned. */
-        if (segment_reclaim_for_free(heap, seg)) owner = heap;
+         * abandoned list, so its memory is reused or returned — even by a
+         * thread that never allocated (it gets a heap for this). */
+        if (heap == &heap_empty) heap = heap_get_or_init();
+        if (heap && segment_reclaim_for_free(heap, seg)) owner = heap;
+        if (!heap) heap = &heap_empty;
     }
     if (owner == heap) free_local(heap, page, b);
     else free_remote(page, b);

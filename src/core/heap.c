@@ -183,4 +183,12 @@ void heap_fork_child(void) {
         if (h != tls_heap) heap_abandon(h, true);
         h = next;
     }
+    /* A thread that was handing a block to us (FREEING) is gone: its block
+     * is lost to the child, but the page must not wait for it forever. */
+    heap_t *self = tls_heap;
+    if (self == &heap_empty) return;
+    for (uint32_t q = 1; q <= QUEUE_FULL; q++)
+        for (page_t *p = self->queues[q].first; p; p = p->next)
+            if ((atomic_load_explicit(&p->thread_free, memory_order_relaxed) & 3) == DELAY_FREEING)
+                page_set_delay(p, (page_flags(p) & PAGE_FULL) ? DELAY_USE : DELAY_NORMAL, true);
 }
