@@ -246,7 +246,9 @@ static tbuf *acquire_buf(void)
     tbuf *b;
     for (b = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); b; b = b->next) {
         int expect = 0;
-        if (!__atomic_load_n(&b->in_use, __ATOMIC_RELAXED) &&
+        /* A free buffer still holding records (its thread exited after the
+         * recorder stopped) is finish()'s to write: leave it alone. */
+        if (!__atomic_load_n(&b->in_use, __ATOMIC_RELAXED) && trace_chunk_records(&b->chunk) == 0 &&
             __atomic_compare_exchange_n(&b->in_use, &expect, 1, 0, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED))
             break;
