@@ -165,7 +165,7 @@ static uint64_t releases_total(const trace *t)
 
 static void print_text(const trace *t, const stats *st)
 {
-    char a[32], b[32];
+    char a[32];
     time_t start = (time_t)(t->start_ns / 1000000000ull);
     struct tm tm;
     gmtime_r(&start, &tm);
@@ -254,7 +254,6 @@ static void print_text(const trace *t, const stats *st)
         printf("  thread %-6u %12llu\n", t->threads[i].tid, (unsigned long long)t->threads[i].n);
     if (t->nthreads > 32)
         printf("  ... %u more\n", t->nthreads - 32);
-    (void)b;
 }
 
 static void json_string(const char *s)
