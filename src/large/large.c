@@ -82,13 +82,19 @@ static void meta_unmap(void *p, size_t len, void *ctx) {
 
 static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     stripe_t *st = ctx;
-    size_t l = (min_len + SEGMENT_MASK) & ~SEGMENT_MASK;
-    if (l < min_len) return NULL;
-    if (l < LARGE_REGION) l = LARGE_REGION;
+    size_t need = (min_len + SEGMENT_MASK) & ~SEGMENT_MASK;
+    if (need < min_len) return NULL;
     if (align < SEGMENT_SIZE) align = SEGMENT_SIZE;
     pthread_mutex_lock(&region_lock);
     size_t n = atomic_load_explicit(&region_count, memory_order_relaxed);
-    void *base = n < LARGE_MAX_REGIONS ? os_reserve_aligned(l, align) : NULL;
+    void *base = NULL;
+    size_t l = need > LARGE_REGION ? need : LARGE_REGION;
+    /* Under an address-space limit (ulimit -v, sanitizers) a big
+     * reservation may be refused: try smaller ones down to what is needed. */
+    while (n < LARGE_MAX_REGIONS && !(base = os_reserve_aligned(l, align)) && l > need) {
+        l /= 2;
+        if (l < need) l = need;
+    }
     if (base) {
         /* Marked before any block in it is handed out, as free() relies on. */
         segmap_set(base, l, SEGMAP_LARGE);
