@@ -19,12 +19,11 @@
  * by the trace's peak live bytes.
  */
 #define _GNU_SOURCE
+#include "allocators.h"
 #include "mem.h"
 #include "reader.h"
 
-#include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -78,81 +77,6 @@ static uint64_t timer_cost(void)
             best = b - a;
     }
     return best;
-}
-
-/* ---- allocator selection ------------------------------------------------ */
-
-static int file_exists(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static int canonical(char *lib, size_t cap)
-{
-    char tmp[PATH_MAX];
-    if (!realpath(lib, tmp))
-        return 0;
-    snprintf(lib, cap, "%s", tmp);
-    return 1;
-}
-
-/* Fills `lib` with the library to preload for `name` ("" for glibc). */
-static int allocator_library(const char *name, char *lib, size_t cap)
-{
-    static const struct { const char *name, *path; } known[] = {
-        {"jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"},
-        {"tcmalloc", "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"},
-        {"mimalloc", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"},
-    };
-    if (strcmp(name, "glibc") == 0 || strcmp(name, "system") == 0) {
-        lib[0] = 0;
-        return 1;
-    }
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (strcmp(name, known[i].name) == 0) {
-            snprintf(lib, cap, "%s", known[i].path);
-            return file_exists(lib);
-        }
-    if (strcmp(name, "strata") == 0) {
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n > 0) {
-            self[n] = 0;
-            char *dir = dirname(self);
-            snprintf(lib, cap, "%s/../libstrata.so", dir);
-            if (file_exists(lib))
-                return canonical(lib, cap);
-            snprintf(lib, cap, "%s/../lib/libstrata.so", dir);
-            if (file_exists(lib))
-                return canonical(lib, cap);
-        }
-        snprintf(lib, cap, "%s/libstrata.so", STRATA_INSTALL_LIBDIR);
-        return file_exists(lib);
-    }
-    if (strchr(name, '/')) {
-        if (!realpath(name, lib))
-            return 0;
-        return file_exists(lib);
-    }
-    snprintf(lib, cap, "%s", name);
-    return 0;
-}
-
-/* Re-executes with LD_PRELOAD=lib unless that is already in force. */
-static void become(const char *name, const char *lib, char **argv)
-{
-    const char *done = getenv("STRATA_REPLAY_ALLOCATOR");
-    if (done && strcmp(done, name) == 0)
-        return;
-    setenv("STRATA_REPLAY_ALLOCATOR", name, 1);
-    if (lib[0])
-        setenv("LD_PRELOAD", lib, 1);
-    else
-        unsetenv("LD_PRELOAD");
-    execv("/proc/self/exe", argv);
-    fprintf(stderr, "%s: cannot re-execute with %s: %s\n", prog, name, strerror(errno));
-    exit(2);
 }
 
 /* ---- memory figures ----------------------------------------------------- */
@@ -483,7 +407,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: allocator %s: library %s not found\n", prog, alloc_name, lib);
             return 2;
         }
-        become(alloc_name, lib, argv);
+        allocator_become(alloc_name, lib, argv);
     }
     const char *preload = getenv("LD_PRELOAD");
 
