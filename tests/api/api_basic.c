@@ -84,23 +84,29 @@ static int all_zero(const unsigned char *p, size_t n) {
     return 1;
 }
 
-/* calloc zeroes, including memory just freed dirty by the same thread
- * (the block calloc reuses is most likely the one we dirtied). */
+/* calloc zeroes, including memory just freed dirty by the same thread:
+ * a batch of blocks is dirtied and freed, then a batch of the same size is
+ * calloc'ed, so most of it is the dirty memory coming back (from the page's
+ * free lists, or from the large tier's cache). */
 static void test_calloc(void) {
+    enum { K = 64 };
     static const size_t sz[] = { 1, 8, 16, 40, 256, 1000, 4096, 10000, 65536, 131072, 300000, 5u << 20 };
+    unsigned char *b[K];
     for (size_t s = 0; s < sizeof sz / sizeof sz[0]; s++) {
-        size_t n = sz[s];
-        for (int round = 0; round < 3; round++) {
-            unsigned char *d = F(malloc)(n);
-            REQUIRE(d);
-            memset(d, 0xA5, F(malloc_usable_size)(d));
-            F(free)(d);
-            unsigned char *z = F(calloc)(1, n);
-            CHECKF(z && all_zero(z, n), "calloc(1, %zu) not zeroed (round %d)", n, round);
-            F(free)(z);
-            z = F(calloc)(n, 1);
-            CHECKF(z && all_zero(z, n), "calloc(%zu, 1) not zeroed", n);
-            F(free)(z);
+        size_t n = sz[s], k = n > 65536 ? 4 : K;
+        for (int round = 0; round < 2; round++) {
+            for (size_t i = 0; i < k; i++) {
+                b[i] = F(malloc)(n);
+                REQUIRE(b[i]);
+                memset(b[i], 0xA5, F(malloc_usable_size)(b[i]));
+            }
+            for (size_t i = 0; i < k; i++) F(free)(b[i]);
+            for (size_t i = 0; i < k; i++) {
+                b[i] = round ? F(calloc)(n, 1) : F(calloc)(1, n);
+                CHECKF(b[i] && all_zero(b[i], n), "calloc of %zu B not zeroed (block %zu)", n, i);
+                if (!b[i]) k = i;
+            }
+            for (size_t i = 0; i < k; i++) F(free)(b[i]);
         }
     }
     void *z = F(calloc)(0, 16);
