@@ -5,6 +5,8 @@ install(TARGETS strata strata_static EXPORT StrataTargets
 install(FILES ${CMAKE_BINARY_DIR}/strata.o DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${CMAKE_SOURCE_DIR}/include/strata.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
+# The .pc file finds the prefix relative to itself, so `cmake --install --prefix X` works.
+file(RELATIVE_PATH STRATA_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/strata.pc.in ${CMAKE_BINARY_DIR}/strata.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/strata.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

@@ -28,25 +28,6 @@ void *strata_malloc(size_t size) {
     return strata_malloc_generic(tls_heap, size, false);
 }
 
-/* Slow-path housekeeping, at most once per clock tick (a few ms) per heap. */
-static void heap_maintain(heap_t *heap) {
-    uint64_t now = os_now_ms();
-    if (now == heap->maintained_at) return;
-    heap->maintained_at = now;
-    if (heap->purge_due && now >= heap->purge_due) {
-        uint64_t a = heap_retire_expired(heap, now);
-        uint64_t b = segment_purge_idle(heap, now, false, NULL);
-        heap->purge_due = (a && b) ? (a < b ? a : b) : (a | b);
-    }
-    static _Atomic(uint64_t) next_global;
-    uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
-    if (now >= due && atomic_compare_exchange_strong(&next_global, &due, now + 10)) {
-        segment_cache_release(false);
-        large_collect(now);
-    }
-    heap_flush_stats(heap);
-}
-
 noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     if (unlikely(heap == &heap_empty)) {
         heap = heap_get_or_init();

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "../large/large.h"
 #include "../stats/stats.h"
 
 page_t page_empty = {.flags = PAGE_UNUSED};
@@ -83,6 +84,28 @@ heap_t *heap_get_or_init(void) {
     /* Set last: with many keys, glibc may allocate here, and the heap is ready. */
     if (exit_key_ready) pthread_setspecific(exit_key, heap);
     return heap;
+}
+
+/* Slow-path housekeeping, at most once per clock tick (a few ms) per heap:
+ * purge what has been idle for the delay, give back expired empty pages and
+ * segments, and fold the statistics.  Called from malloc's generic path and
+ * when free retires a page, so a thread that only frees purges too. */
+void heap_maintain(heap_t *heap) {
+    uint64_t now = os_now_ms();
+    if (now == heap->maintained_at) return;
+    heap->maintained_at = now;
+    if (heap->purge_due && now >= heap->purge_due) {
+        uint64_t a = heap_retire_expired(heap, now);
+        uint64_t b = segment_purge_idle(heap, now, false, NULL);
+        heap->purge_due = (a && b) ? (a < b ? a : b) : (a | b);
+    }
+    static _Atomic(uint64_t) next_global;
+    uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
+    if (now >= due && atomic_compare_exchange_strong(&next_global, &due, now + 10)) {
+        segment_cache_release(false);
+        large_collect(now);
+    }
+    heap_flush_stats(heap);
 }
 
 /* Frees blocks other threads handed over through the delayed list. */

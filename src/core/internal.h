@@ -181,6 +181,7 @@ void heap_fork_child(void);
 typedef void heap_visit_fn(const heap_t *heap, void *arg);
 void heap_visit_all(heap_visit_fn *fn, void *arg);
 void heap_flush_stats(heap_t *heap);
+void heap_maintain(heap_t *heap);
 
 /* page.c */
 void page_queue_push_front(page_queue_t *q, page_t *page);

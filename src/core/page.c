@@ -145,6 +145,7 @@ void page_retire(heap_t *heap, page_t *page) {
     page_queue_remove(q, page);
     segment_page_free(heap, page);
     heap_direct_update(heap, cls);
+    heap_maintain(heap);
 }
 
 /* Finds (or makes) a page of class cls with a free block, first in queue.

@@ -23,6 +23,9 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static segment_t *cache_list;
 static _Atomic(uint32_t) cache_count;
 
+static void page_give_back(heap_t *heap, segment_t *seg, page_t *page);
+static void segment_emptied(heap_t *heap, segment_t *seg);
+
 static void list_push(segment_t **list, segment_t *seg) {
     seg->prev = NULL;
     seg->next = *list;
@@ -198,14 +201,15 @@ static void segment_adopt(heap_t *heap, segment_t *seg) {
         page_flags_clear(page, PAGE_FULL);
         page_collect(page);
         if (page->used == 0) {
-            segment_page_free(heap, page);
-            if (atomic_load_explicit(&seg->owner, memory_order_relaxed) != heap) return;   /* released */
+            page_give_back(heap, seg, page);
             continue;
         }
         page_queue_push_front(&heap->queues[page->class_idx], page);
         heap_direct_update(heap, page->class_idx);
     }
-    if (seg->used_pages == seg->page_count) {   /* keep "free pages first" */
+    if (seg->used_pages == 0) {
+        segment_emptied(heap, seg);
+    } else if (seg->used_pages == seg->page_count) {   /* keep "free pages first" */
         list_remove(&heap->segments[seg->kind], seg);
         list_push_back(&heap->segments[seg->kind], seg);
     }
@@ -259,8 +263,9 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
     }
 }
 
-void segment_page_free(heap_t *heap, page_t *page) {
-    segment_t *seg = segment_of(page);
+/* Marks a page unused (to be purged after the delay); the caller decides
+ * what happens to the segment. */
+static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
     page_flags_store(page, PAGE_UNUSED);
     page->block_size = 0;
     page->free = page->local_free = NULL;
@@ -277,12 +282,20 @@ void segment_page_free(heap_t *heap, page_t *page) {
         list_remove(&heap->segments[seg->kind], seg);
         list_push(&heap->segments[seg->kind], seg);
     }
-    /* An empty segment stays with its heap for the purge delay (it is the
-     * first place the next page comes from); segment_purge_idle releases it. */
-    if (seg->used_pages == 0) {
-        if (delay == 0) segment_release(heap, seg);
-        else if (delay > 0) seg->cached_at = os_now_ms();
-    }
+}
+
+/* An empty segment stays with its heap for the purge delay (it is the first
+ * place the next page comes from); segment_purge_idle releases it then. */
+static void segment_emptied(heap_t *heap, segment_t *seg) {
+    long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    if (delay == 0) segment_release(heap, seg);
+    else if (delay > 0) seg->cached_at = os_now_ms();
+}
+
+void segment_page_free(heap_t *heap, page_t *page) {
+    segment_t *seg = segment_of(page);
+    page_give_back(heap, seg, page);
+    if (seg->used_pages == 0) segment_emptied(heap, seg);
 }
 
 /* Purges the heap's unused pages whose delay is over, and hands empty
