@@ -245,26 +245,36 @@ def render(rows, meta, plots):
     has_strata = "strata" in t.allocators
     ref = "glibc" if "glibc" in t.allocators else t.allocators[0]
 
-    # Geometric means over the workloads every allocator completed.
-    complete = [n for n in t.workloads if all(t.cell(n, a) and t.cell(n, a).ok for a in t.allocators)]
+    # Geometric means over the workloads every allocator completed.  Strata
+    # variants (#variant) run in one suite only: theirs cover the workloads
+    # they ran, and say over how many.
+    base = [a for a in t.allocators if not a.startswith("strata-")]
+    complete = [n for n in t.workloads if all(t.cell(n, a) and t.cell(n, a).ok for a in base)]
+
+    def gmean(a, what, names):
+        names = [n for n in names if t.cell(n, a) and t.cell(n, a).ok]
+        g = geomean([t.value(n, a, what) / t.value(n, ref, what) for n in names])
+        if g is None:
+            return "–"
+        return fmt(g) if len(names) == len(complete) or a in base else "%s (%d)" % (fmt(g), len(names))
     w("## Summary: geometric means\n")
     w("Geometric mean, over the %d of %d workloads that every allocator completed, of each allocator's "
-      "median relative to %s's (lower is better).\n" % (len(complete), len(t.workloads), ref))
+      "median relative to %s's (lower is better). A Strata variant's mean covers the workloads it ran "
+      "(their number in parentheses).\n" % (len(complete), len(t.workloads), ref))
     w("| | " + " | ".join(t.allocators) + " |")
     w("|---|" + "---:|" * len(t.allocators))
     for what, label in (("time", "time"), ("rss", "peak RSS")):
-        gm = {a: geomean([t.value(n, a, what) / t.value(n, ref, what) for n in complete]) for a in t.allocators}
-        w("| %s | " % label + " | ".join(fmt(gm[a]) for a in t.allocators) + " |")
+        w("| %s | " % label + " | ".join(gmean(a, what, complete) for a in t.allocators) + " |")
     for fam in t.families():
         names = [n for n in complete if t.info[n][0] == fam]
         if not names:
             continue
-        gm = {a: geomean([t.value(n, a, "time") / t.value(n, ref, "time") for n in names]) for a in t.allocators}
-        w("| time, %s (%d) | " % (fam, len(names)) + " | ".join(fmt(gm[a]) for a in t.allocators) + " |")
+        w("| time, %s (%d) | " % (fam, len(names)) + " | ".join(
+            gmean(a, "time", names) if any(t.cell(n, a) for n in names) else "–" for a in t.allocators) + " |")
     w("")
     if has_strata and complete:
-        gm_t = {a: geomean([t.value(n, a, "time") / t.value(n, ref, "time") for n in complete]) for a in t.allocators}
-        gm_r = {a: geomean([t.value(n, a, "rss") / t.value(n, ref, "rss") for n in complete]) for a in t.allocators}
+        gm_t = {a: geomean([t.value(n, a, "time") / t.value(n, ref, "time") for n in complete]) for a in base}
+        gm_r = {a: geomean([t.value(n, a, "rss") / t.value(n, ref, "rss") for n in complete]) for a in base}
         if fast:
             best_t = min(fast, key=lambda a: gm_t[a])
             ok_t = gm_t["strata"] <= gm_t[best_t]
