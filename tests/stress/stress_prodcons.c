@@ -63,10 +63,10 @@ static void *consumer(void *arg) {
 
 static void *producers(void *arg) {
     (void)arg;
-    /* one producer at a time; each exits after its quota, and the next one
-     * starts while the consumer is still freeing the last one's blocks */
-    /* at least the test time, and on until enough has moved to prove the
-     * bound (slow sanitizer builds), but never past the hard deadline */
+    /* One producer at a time; each exits after its quota, and the next one
+     * starts while the consumer is still freeing the last one's blocks.  For
+     * at least the test time, and on until enough has moved to prove the
+     * bound (slow sanitizer builds), but never past the hard deadline. */
     for (uintptr_t k = 0; now_seconds() < hard_deadline &&
          (now_seconds() < deadline || atomic_load(&bytes_moved) < 3 * (unsigned long long)RSS_BOUND); k++) {
         pthread_t p;
@@ -99,6 +99,13 @@ int main(void) {
     unsigned long long moved = atomic_load(&bytes_moved);
     printf("%ld blocks (%llu MiB) passed from producers to the consumer; RSS %zu MiB at start, %zu MiB max\n",
            atomic_load(&produced), moved >> 20, rss0 >> 20, rss_max >> 20);
+#if HAVE_STRATA
+    strata_stats_t st;
+    strata_stats_get(&st);
+    printf("Strata: segments now %llu, peak %llu; pages peak %llu; heaps abandoned %llu, segments adopted %llu\n",
+           (unsigned long long)st.segments, (unsigned long long)st.segments_peak, (unsigned long long)st.pages_peak,
+           (unsigned long long)st.abandoned, (unsigned long long)st.adopted);
+#endif
     CHECKF(atomic_load(&blocks_bad) == 0, "%ld corrupted blocks", atomic_load(&blocks_bad));
     CHECKF(atomic_load(&produced) == atomic_load(&consumed), "produced %ld, consumed %ld",
            atomic_load(&produced), atomic_load(&consumed));
