@@ -225,6 +225,13 @@ static int open_output(void)
     }
     if (trace_fd < 0)
         return 0;
+    /* Out of the way of the program's own descriptors: a program that closes
+     * and reopens low-numbered files must not get ours and our chunks. */
+    int high = fcntl(trace_fd, F_DUPFD_CLOEXEC, 900);
+    if (high >= 0) {
+        close(trace_fd);
+        trace_fd = high;
+    }
     static char program[TRACE_PROGRAM_MAX + 1];
     static uint8_t header[TRACE_HEADER_FIXED + TRACE_PROGRAM_MAX];
     read_program(program, sizeof program);
