@@ -20,15 +20,15 @@ for i in range(0, 100000, 3):
     del d["k%07d-%s" % (i, "x" * (i % 23))]
 for i in range(0, 100000, 3):
     d["n%07d" % i] = list(range(i % 50))
-lst = [rng.random() for _ in range(150000)]
+lst = [rng.random() for _ in range(100000)]
 lst.sort()
 assert all(lst[i] <= lst[i + 1] for i in range(len(lst) - 1))
 s = set(str(int(x * 1e6)) for x in lst)
-words = " ".join("w%d" % (i % 1000) for i in range(200000)).split()
+words = " ".join("w%d" % (i % 1000) for i in range(100000)).split()
 counts = {}
 for w in words:
     counts[w] = counts.get(w, 0) + 1
-assert all(c == 200 for c in counts.values())
+assert all(c == 100 for c in counts.values())
 text = json.dumps(d, sort_keys=True)
 back = json.loads(text)
 assert back == {k: [list(x) if isinstance(x, tuple) else x for x in v] for k, v in d.items()}
