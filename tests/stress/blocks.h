@@ -64,6 +64,18 @@ static inline void block_free(block *b) {
     F(free)(b);
 }
 
+/* A block from aligned_alloc (alignment a power of two, 16 .. 64 KiB): its
+ * pointer may be inside a larger block, which free must handle from any thread. */
+static inline block *block_new_aligned(size_t size, size_t align, uint32_t seed) {
+    if (size < BLOCK_MIN) size = BLOCK_MIN;
+    size = (size + align - 1) / align * align;     /* C11 asks for a multiple */
+    block *b = F(aligned_alloc)(align, size);
+    if (!b) return NULL;
+    if ((uintptr_t)b % align) { atomic_fetch_add(&blocks_bad, 1); fprintf(stderr, "aligned_alloc(%zu) misaligned\n", align); }
+    block_init(b, size, seed);
+    return b;
+}
+
 /* Resizes a block with realloc: the header and the head pattern must come
  * along (up to the smaller size); then the pattern is redone for the new size.
  * NULL (counted as bad) if the block was corrupt or realloc failed. */

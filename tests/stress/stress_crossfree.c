@@ -1,8 +1,9 @@
 /* stress_crossfree.c — several threads allocate blocks of random sizes and
  * free most of them on other threads (remote frees through mailboxes), with
- * reallocs and local frees mixed in, for a fixed time.  Every block is
- * checked when freed; at the end every block has been freed exactly once and
- * the memory is reusable and not leaked.
+ * aligned blocks, reallocs (also of other threads' blocks) and local frees
+ * mixed in, for a fixed time.  Every block is checked when freed; at the end
+ * every block has been freed exactly once and the memory is reusable and not
+ * leaked.
  */
 #include <pthread.h>
 #include "stress/blocks.h"
@@ -15,11 +16,14 @@ static _Atomic(int) stop;
 static _Atomic(long) allocated, freed;
 static double seconds;
 
+/* Frees what other threads sent; every 8th block is first resized here, a
+ * realloc of a block another thread allocated. */
 static void drain(int self) {
-    long n = 0;
+    long n = 0, k = 0;
     for (block *b = mailbox_take(&boxes[self]), *next; b; b = next) {
         next = b->next;
-        block_free(b);
+        if (++k % 8 == 0) b = block_realloc(b, b->size / 2 + 100);
+        if (b) block_free(b);
         n++;
     }
     atomic_fetch_add(&freed, n);
@@ -45,6 +49,11 @@ static void *worker(void *arg) {
             } else if (b && op < 85) {                /* resize it */
                 held[slot] = block_realloc(b, random_size(&rng));
                 if (!held[slot]) nf++;                /* lost: keep the books balanced */
+            } else if (!b && op < 10) {                /* aligned: an interior pointer to free */
+                held[slot] = block_new_aligned(random_size(&rng) % 8192, (size_t)16 << (rng_next(&rng) % 13),
+                                               (uint32_t)rng_next(&rng));
+                if (!held[slot]) { atomic_fetch_add(&blocks_bad, 1); continue; }
+                na++;
             } else if (!b) {
                 held[slot] = block_new(random_size(&rng), (uint32_t)rng_next(&rng));
                 if (!held[slot]) { atomic_fetch_add(&blocks_bad, 1); continue; }
