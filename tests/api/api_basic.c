@@ -54,6 +54,7 @@ static void test_malloc_zero(void) {
     F(free)(a);
     F(free)(b);
     F(free)(NULL);
+    CHECK(F(malloc_usable_size)(NULL) == 0);
 }
 
 /* Many live blocks of one size never overlap and keep their contents. */
@@ -121,6 +122,8 @@ static void test_free_sized(void) {
         return;
     }
 #endif
+    F(free_sized)(NULL, 0);
+    F(free_aligned_sized)(NULL, 64, 0);
     for (size_t i = 0; i < nsizes; i += 7) {
         size_t n = sizes[i];
         void *p = F(malloc)(n);
