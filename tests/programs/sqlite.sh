@@ -2,7 +2,7 @@
 # sqlite.sh — sqlite3 builds a generated database (200k rows, an index, a
 # join table), queries it (group by, order by, join, LIKE, window function),
 # updates, deletes, vacuums and checks integrity; the answers must be the
-# same with and without Strata.
+# same with and without Strata (and with STRATA_CHECK=1).
 source "$(dirname "$0")/common.sh"
 command -v sqlite3 >/dev/null || fail "sqlite3 missing (apt-get install sqlite3)"
 
@@ -32,6 +32,10 @@ sqlite3 "$WORK/plain.db" < "$WORK/script.sql" > "$WORK/plain.out" || fail "sqlit
 strata_run "$WORK/err" sqlite3 "$WORK/strata.db" < "$WORK/script.sql" > "$WORK/strata.out" \
   || { cat "$WORK/err" >&2; fail "sqlite3 failed under Strata"; }
 same "$WORK/plain.out" "$WORK/strata.out" "sqlite3 output"
+# Once more with Strata's full checks: no false alarm on a real program.
+STRATA_CHECK=1 strata_run "$WORK/err" sqlite3 "$WORK/check.db" < "$WORK/script.sql" > "$WORK/check.out" \
+  || { tail -20 "$WORK/err" >&2; fail "sqlite3 failed under Strata with STRATA_CHECK=1"; }
+same "$WORK/plain.out" "$WORK/check.out" "sqlite3 output (STRATA_CHECK=1)"
 grep -qx ok "$WORK/strata.out" || fail "integrity_check did not say ok"
 grep -q '^200000|' "$WORK/strata.out" || fail "expected 200000 rows"
 check_preloaded "$WORK/err" 10000
