@@ -72,7 +72,7 @@ static void test_bad_alignment(void) {
     static const size_t bad[] = { 0, 1, 2, 4, 3, 12, 24, 48, 100, 4095, 4097 };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         void *p = (void *)0x1234;
-        int rc = F(posix_memalign)(&p, bad[i], 64);
+        int rc = F(posix_memalign)(&p, opaque(bad[i]), 64);
         CHECKF(rc == EINVAL, "posix_memalign(&p, %zu, 64) = %d, want EINVAL", bad[i], rc);
         if (rc == 0) F(free)(p);
     }
@@ -82,16 +82,16 @@ static void test_bad_alignment(void) {
         static const size_t badal[] = { 0, 3, 24, 100 };
         for (size_t i = 0; i < sizeof badal / sizeof badal[0]; i++) {
             errno = 0;
-            void *p = F(aligned_alloc)(badal[i], 64);
-            CHECKF(p == NULL && errno == EINVAL, "aligned_alloc(%zu, 64) = %p errno %d", badal[i], p, errno);
+            void *p = F(aligned_alloc)(opaque(badal[i]), 64);
+            CHECKF(p == NULL && alloc_errno() == EINVAL, "aligned_alloc(%zu, 64) = %p errno %d", badal[i], p, errno);
             F(free)(p);
         }
     }
     /* memalign with a non-power-of-two alignment: glibc rounds it up; a NULL
      * with EINVAL is also acceptable. */
     errno = 0;
-    void *p = F(memalign)(24, 100);
-    CHECKF((p && (uintptr_t)p % 32 == 0) || (!p && errno == EINVAL), "memalign(24, 100) = %p", p);
+    void *p = F(memalign)(opaque(24), 100);
+    CHECKF((p && (uintptr_t)p % 32 == 0) || (!p && alloc_errno() == EINVAL), "memalign(24, 100) = %p", p);
     F(free)(p);
 }
 

@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #define EXPECT_ENOMEM(call) do { errno = 0; void *r_ = (call); \
-    CHECKF(r_ == NULL && errno == ENOMEM, "%s = %p, errno %d", #call, r_, errno); \
+    CHECKF(r_ == NULL && alloc_errno() == ENOMEM, "%s = %p, errno %d", #call, r_, errno); \
     if (r_) F(free)(r_); } while (0)
 
 int main(void) {

@@ -22,7 +22,7 @@ static size_t exhaust(size_t n) {
         errno = 0;
         void *p = F(malloc)(n);
         if (!p) {
-            CHECKF(errno == ENOMEM, "malloc(%zu) failed with errno %d, not ENOMEM", n, errno);
+            CHECKF(alloc_errno() == ENOMEM, "malloc(%zu) failed with errno %d, not ENOMEM", n, errno);
             return got;
         }
         *(volatile char *)p = 1;
@@ -44,7 +44,7 @@ static int child(void) {
     /* Everything is used up: the other entry points fail cleanly too. */
     errno = 0;
     void *p = F(calloc)(1, (size_t)8 << 20);
-    CHECKF(!p && errno == ENOMEM, "calloc(8 MiB) = %p, errno %d", p, errno);
+    CHECKF(!p && alloc_errno() == ENOMEM, "calloc(8 MiB) = %p, errno %d", p, errno);
     void *q = (void *)1;
     int rc = F(posix_memalign)(&q, 4096, (size_t)8 << 20);
     CHECKF(rc == ENOMEM, "posix_memalign(8 MiB) = %d", rc);
@@ -52,7 +52,7 @@ static int child(void) {
         char *last = blocks[nblocks - 1];
         errno = 0;
         void *r = F(realloc)(last, (size_t)64 << 20);
-        CHECKF(!r && errno == ENOMEM && *last == 1, "realloc(64 B -> 64 MiB) = %p, errno %d", r, errno);
+        CHECKF(!r && alloc_errno() == ENOMEM && *last == 1, "realloc(64 B -> 64 MiB) = %p, errno %d", r, errno);
         if (r) blocks[nblocks - 1] = r;
     }
 

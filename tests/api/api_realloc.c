@@ -116,13 +116,13 @@ static void test_failure_keeps_block(void) {
         pattern_fill(p, n, 5);
         errno = 0;
         void *q = F(realloc)(hidden(p), opaque(SIZE_MAX - 4096));
-        CHECKF(q == NULL && errno == ENOMEM, "realloc(%zu -> SIZE_MAX) = %p errno %d", n, q, errno);
+        CHECKF(q == NULL && alloc_errno() == ENOMEM, "realloc(%zu -> SIZE_MAX) = %p errno %d", n, q, errno);
         errno = 0;
         q = F(realloc)(hidden(p), opaque((size_t)PTRDIFF_MAX + 1));
-        CHECKF(q == NULL && errno == ENOMEM, "realloc(%zu -> PTRDIFF_MAX+1) = %p errno %d", n, q, errno);
+        CHECKF(q == NULL && alloc_errno() == ENOMEM, "realloc(%zu -> PTRDIFF_MAX+1) = %p errno %d", n, q, errno);
         errno = 0;
         q = F(reallocarray)(hidden(p), opaque(SIZE_MAX / 2), opaque(3));
-        CHECKF(q == NULL && errno == ENOMEM, "reallocarray overflow = %p errno %d", q, errno);
+        CHECKF(q == NULL && alloc_errno() == ENOMEM, "reallocarray overflow = %p errno %d", q, errno);
         CHECK(pattern_check(p, n, 5) == n);
         F(free)(p);
     }

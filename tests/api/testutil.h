@@ -75,6 +75,14 @@ static inline size_t opaque(size_t x) {
     return x;
 }
 
+/* errno as the allocator left it.  Some compilers (clang 14) assume malloc
+ * and friends do not touch errno and reuse the value stored before the call;
+ * the barrier forces a fresh read. */
+static inline int alloc_errno(void) {
+    __asm__ volatile("" ::: "memory");
+    return errno;
+}
+
 /* Resident set size from /proc/self/statm, in bytes. */
 static inline size_t rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
