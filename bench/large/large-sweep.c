@@ -79,10 +79,21 @@ int main(int argc, char **argv)
         size_t size = sizes[k];
         /* Warm up: steady state is the allocator's state after it has seen
          * this size a few times. */
-        uint64_t t0 = bench_now_ns();
         for (int i = 0; i < 3; i++)
             one(size, i);
-        double warm_ns = (double)(bench_now_ns() - t0) / 3;
+        /* Calibrate: double a batch until it takes 5 ms (or 3 iterations
+         * exceed the budget), so small sizes are timed over many calls. */
+        double warm_ns = 0;
+        for (long batch = 1;; batch *= 2) {
+            uint64_t t0 = bench_now_ns();
+            for (long i = 0; i < batch; i++)
+                one(size, (int)i);
+            double took = (double)(bench_now_ns() - t0);
+            warm_ns = took / (double)batch;
+            if (took > 5e6 || batch >= (1L << 20))
+                break;
+        }
+        uint64_t t0;
         long iters = (long)(budget_ms * 1e6 / (warm_ns > 1 ? warm_ns : 1));
         if (iters < 3)
             iters = 3;
