@@ -43,6 +43,7 @@ typedef struct stripe_s {
     arena_t arena;
     uint64_t purged_seen;     /* arena purged bytes already added to stats */
     size_t dirty_seen;        /* this stripe's share of dirty_total */
+    size_t used_seen;         /* this stripe's share of used_total */
 } stripe_t;
 
 static stripe_t stripes[LARGE_STRIPES] = {[0 ... LARGE_STRIPES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
@@ -127,9 +128,17 @@ static uint64_t clock_ms(void *ctx) {
 
 /* ---- Stripes ------------------------------------------------------------- */
 
+static _Atomic(size_t) used_total;   /* bytes in live large blocks */
+
+/* The dirty budget: STRATA_LARGE_CACHE_MB, or an eighth of the live large
+ * bytes when that is more, so a program with a big footprint is not made
+ * to purge and fault again on every free, while its RSS stays within
+ * 1.125x of what is live plus the cache. */
 static size_t cache_limit(const stripe_t *s) {
     long mb = opt(STRATA_OPTION_LARGE_CACHE_MB);
     size_t all = (size_t)(mb < 0 ? 0 : mb) << 20;
+    size_t live = atomic_load_explicit(&used_total, memory_order_relaxed) / 8;
+    if (mb > 0 && live > all) all = live;
     size_t others = atomic_load_explicit(&dirty_total, memory_order_relaxed) - s->dirty_seen;
     return others < all ? all - others : 0;
 }
@@ -202,6 +211,10 @@ static void stripe_lock(stripe_t *s) {
 /* Purges what is due and moves the purge count to the global statistics. */
 static void stripe_unlock(stripe_t *s) {
     arena_collect(&s->arena);
+    if (s->arena.st.used_bytes != s->used_seen) {
+        atomic_fetch_add_explicit(&used_total, s->arena.st.used_bytes - s->used_seen, memory_order_relaxed);
+        s->used_seen = s->arena.st.used_bytes;
+    }
     if (s->arena.st.dirty_bytes != s->dirty_seen) {
         atomic_fetch_add_explicit(&dirty_total, s->arena.st.dirty_bytes - s->dirty_seen, memory_order_relaxed);
         s->dirty_seen = s->arena.st.dirty_bytes;
