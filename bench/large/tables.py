@@ -68,8 +68,8 @@ def allocs_of(runs, name, extra=()):
     return have
 
 
-def sweep_table(runs, name):
-    al = allocs_of(runs, name)
+def sweep_table(runs, name, extra=()):
+    al = allocs_of(runs, name, extra)
     if not al:
         return ""
     sizes = sorted({int(k.split("@")[1]) for r in runs[(name, al[0])] for k in r["m"] if k.startswith("ns@")})
@@ -122,7 +122,10 @@ def main():
     th = [n for n in names if n.startswith("threads-")]
     print("### Threads (large malloc/free, fixed total work)\n")
     print(metric_table(runs, th, [("ns_per_op", 4), ("mops_per_s", 3)]))
-    ab = [n for n in names if n.startswith("ablation-")]
+    if "ablation-sweep-16m" in names:
+        print("### 4. Ablation: size sweep to 16 MiB (`ablation-sweep-16m`)\n")
+        print(sweep_table(runs, "ablation-sweep-16m", extra=("strata-1tier", "strata-firstfit")))
+    ab = [n for n in names if n.startswith("ablation-") and n != "ablation-sweep-16m"]
     if ab:
         print("### 4. Ablation\n")
         print(metric_table(runs, ab, [("ops_ms", 4), ("cpu_ms", 4), ("ms_per_iter", 3), ("faults_per_iter", 3)],
