@@ -118,6 +118,28 @@ static inline size_t random_size(uint64_t *rng) {
     return (128u << 10) + r % (1u << 20);
 }
 
+#if HAVE_STRATA
+/* Invariants of Strata's counters after a run: nothing went below zero
+ * (a wrapped uint64 shows as an absurd value), committed <= reserved. */
+static inline int stats_sane(void) {
+    strata_stats_t st;
+    strata_stats_get(&st);
+    const uint64_t absurd = (uint64_t)1 << 50;
+    int ok = st.reserved < absurd && st.committed < absurd && st.committed <= st.reserved &&
+             st.segments < absurd && st.pages < absurd && st.threads < absurd &&
+             st.segments <= st.segments_peak && st.pages <= st.pages_peak &&
+             st.small_freed <= st.small_allocated && st.large_freed <= st.large_allocated;
+    if (!ok)
+        fprintf(stderr, "Strata counters inconsistent: reserved %llu committed %llu segments %llu/%llu pages %llu/%llu "
+                "threads %llu small %llu/%llu large %llu/%llu\n",
+                (unsigned long long)st.reserved, (unsigned long long)st.committed, (unsigned long long)st.segments,
+                (unsigned long long)st.segments_peak, (unsigned long long)st.pages, (unsigned long long)st.pages_peak,
+                (unsigned long long)st.threads, (unsigned long long)st.small_freed, (unsigned long long)st.small_allocated,
+                (unsigned long long)st.large_freed, (unsigned long long)st.large_allocated);
+    return ok;
+}
+#endif
+
 /* RSS bounds are scaled under sanitizers, whose shadow memory grows with the
  * memory the program touches. */
 #ifndef RSS_FACTOR

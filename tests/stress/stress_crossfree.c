@@ -108,5 +108,8 @@ int main(void) {
     size_t rss1 = rss_bytes();
     printf("rss %zu MiB -> %zu MiB\n", rss0 >> 20, rss1 >> 20);
     CHECKF(rss1 < rss0 + (size_t)RSS_FACTOR * (96u << 20), "RSS grew from %zu to %zu", rss0, rss1);
+#if HAVE_STRATA
+    CHECK(stats_sane());
+#endif
     return test_report("stress_crossfree");
 }

@@ -113,5 +113,8 @@ int main(void) {
     CHECKF(rss_max < rss0 + RSS_BOUND, "RSS rose to %zu MiB (bound %zu MiB over start)", rss_max >> 20, RSS_BOUND >> 20);
     /* The bound only means something if far more than it went through the ring. */
     CHECKF(moved >= 2 * (unsigned long long)RSS_BOUND, "only %llu MiB moved: too little to prove the bound", moved >> 20);
+#if HAVE_STRATA
+    CHECK(stats_sane());
+#endif
     return test_report("stress_prodcons");
 }
