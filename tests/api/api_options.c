@@ -40,6 +40,25 @@ static void expect_reject_str(const char *name, const char *value, strata_option
     if (o < STRATA_OPTION_COUNT) CHECK(strata_option_get(o) == before);
 }
 
+/* The threshold decides the tier: a 100 KiB block is small under the
+ * default 128 KiB threshold and large under a 64 KiB one. */
+static void test_threshold_effect(void) {
+    strata_stats_t a, b;
+    for (int round = 0; round < 2; round++) {
+        long threshold = round ? 64 * 1024 : 128 * 1024;
+        CHECK(strata_option_set(STRATA_OPTION_LARGE_THRESHOLD, threshold) == 0);
+        strata_stats_get(&a);
+        void *p = F(malloc)(100 * 1024);
+        REQUIRE(p);
+        memset(p, 1, 100 * 1024);
+        strata_stats_get(&b);
+        F(free)(p);
+        if (round) CHECKF(b.large_allocated == a.large_allocated + 1, "threshold 64 KiB: 100 KiB not from the large tier");
+        else CHECKF(b.large_allocated == a.large_allocated && b.small_allocated == a.small_allocated + 1,
+                    "threshold 128 KiB: 100 KiB not from the size classes");
+    }
+}
+
 int main(void) {
     require_strata_in_use();
     long saved[STRATA_OPTION_COUNT];
@@ -92,6 +111,8 @@ int main(void) {
     expect_reject_str("PURGE_DELAY_MS", "soon", STRATA_OPTION_PURGE_DELAY_MS);
     expect_reject_str("LARGE_THRESHOLD", "12xyz", STRATA_OPTION_LARGE_THRESHOLD);
     expect_reject_str("LARGE_THRESHOLD", "", STRATA_OPTION_LARGE_THRESHOLD);
+
+    test_threshold_effect();
 
     /* Allocation still works after all the changes; then put everything back. */
     for (int i = 0; i < 1000; i++) { void *p = F(malloc)((size_t)i * 100 + 1); REQUIRE(p); F(free)(p); }
