@@ -141,6 +141,10 @@ static void check_loop(mr_runtime *rt)
     EXPECT(job.n_items == 1500, "step's change to the job lost");
     loop_ctx b = {.stop_at = 2, .fail_at = -1};
     EXPECT(mr_iterate(rt, &job, 0, loop_step, &b) == 3 && b.calls == 3, "step's stop not honoured");
+    mr_job bad = job;
+    bad.chunk = 0;
+    mr_result res;
+    EXPECT(mr_run(rt, &bad, &res) == EINVAL && res.count == 0, "chunk 0 not refused");
     loop_ctx c = {.stop_at = -1, .fail_at = 1};
     EXPECT(mr_iterate(rt, &job, 10, loop_step, &c) == -EINVAL && c.calls == 2, "step's error not returned");
 }

@@ -179,6 +179,8 @@ int mr_run(mr_runtime *rt, const mr_job *job, mr_result *out)
     round_t rd;
     memset(&rd, 0, sizeof rd);
     memset(out, 0, sizeof *out);
+    if (job->chunk == 0 || !job->map || !job->combine)
+        return EINVAL;
     atomic_init(&rd.error, 0);
     rd.job = job;
     rd.partitions = job->partitions ? job->partitions : 4u * (unsigned)mr_threads(rt);

@@ -69,14 +69,16 @@ const mr_stats *mr_get_stats(const mr_runtime *rt);
 /* Called from a map function only. */
 void mr_emit(mr_task *task, uint64_t key, const void *value);
 
-/* One map + reduce round.  Returns 0, or ENOMEM (nothing is left allocated). */
+/* One map + reduce round.  Returns 0, EINVAL (chunk 0, no map or combine
+ * function) or ENOMEM (then nothing is left allocated). */
 int mr_run(mr_runtime *rt, const mr_job *job, mr_result *out);
 void mr_result_free(mr_result *r);
 
 /* The iteration loop: runs job, hands the result to step, frees it, and goes
  * on while step returns > 0 and fewer than max_iter rounds ran (max_iter <= 0:
  * no limit).  step may change *job (e.g. its n_items) for the next round.
- * Returns the number of rounds, or -ENOMEM, or step's negative value. */
+ * Returns the number of rounds, or -EINVAL/-ENOMEM from mr_run, or step's
+ * negative value. */
 typedef int (*mr_step_fn)(mr_runtime *rt, mr_job *job, const mr_result *res, int iter, void *ctx);
 int mr_iterate(mr_runtime *rt, mr_job *job, int max_iter, mr_step_fn step, void *ctx);
 
