@@ -95,9 +95,9 @@ static void segment_setup(segment_t *seg, segment_kind kind, int node) {
 
 static void advise_huge(segment_t *seg, segment_kind kind) {
     long mode = opt(STRATA_OPTION_HUGEPAGES);
-    /* auto: no huge pages for segments: their pages are purged one by one,
-     * which splits huge pages, and a partly touched 2 MiB page inflates RSS
-     * (measured: bench/RESULTS.md).  The large tier uses them for big blocks. */
+    /* auto gives no advice: segment pages are purged one by one, which
+     * splits huge pages, and a partly touched 2 MiB page inflates RSS
+     * (measured: README, bench/RESULTS.md). */
     (void)kind;
     bool huge = mode == STRATA_HUGEPAGES_ALWAYS;
     if (mode == STRATA_HUGEPAGES_NEVER || huge != (bool)seg->huge) {
@@ -135,20 +135,17 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         seg->huge = 0;
         segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT);
         segment_setup(seg, kind, node);
-    } else {
-        /* keep each page's purge state across reuse */
+    } else if (seg->kind == (uint32_t)kind) {
+        /* same geometry: each page keeps its purge state */
         uint8_t zero[SEGMENT_MAX_PAGES];
-        uint32_t n = seg->page_count;
-        uint32_t old_shift = seg->page_shift;
-        for (uint32_t i = 0; i < n; i++) zero[i] = seg->pages[i].is_zero;
+        for (uint32_t i = 0; i < seg->page_count; i++) zero[i] = seg->pages[i].is_zero;
         segment_setup(seg, kind, node);
-        if (old_shift != seg->page_shift) {
-            /* page geometry changed: purge state per new page is unknown, so
-             * treat every page as committed (honest upper bound) */
-            for (uint32_t i = 0; i < seg->page_count; i++) seg->pages[i].is_zero = 0;
-        } else {
-            for (uint32_t i = 0; i < n; i++) seg->pages[i].is_zero = zero[i];
-        }
+        for (uint32_t i = 0; i < seg->page_count; i++) seg->pages[i].is_zero = zero[i];
+    } else {
+        /* other geometry: purge what the old pages left, then start clean */
+        for (uint32_t i = 0; i < seg->page_count; i++)
+            if (!seg->pages[i].is_zero) page_purge(seg, &seg->pages[i]);
+        segment_setup(seg, kind, node);
     }
     advise_huge(seg, kind);
     atomic_store_explicit(&seg->owner, heap, memory_order_release);
