@@ -4,8 +4,9 @@
  *
  * Freed blocks keep their pages, so a program that frees and allocates the
  * same big sizes again reuses resident memory: no page faults, no syscall.
- * Pages of free blocks idle longer than STRATA_PURGE_DELAY_MS are purged
- * (MADV_DONTNEED), and at once beyond STRATA_LARGE_CACHE_MB of them.
+ * Pages of free blocks idle longer than the tier's purge delay (see
+ * purge_delay) are purged (MADV_DONTNEED), and at once beyond the dirty
+ * budget (see cache_limit).
  *
  * Threads are spread over a few stripes, each an arena with its own lock,
  * so concurrent large allocations do not all wait on one mutex.  A block
@@ -65,8 +66,8 @@ static __thread int my_stripe = -1;
  * benchmarks read it through large_stats_get to see whether striping is needed. */
 static _Atomic(uint64_t) lock_waits;
 
-/* Dirty bytes of all stripes: STRATA_LARGE_CACHE_MB bounds the sum, so a
- * stripe may keep what the others leave of it. */
+/* Dirty bytes of all stripes: the budget bounds the sum, so a stripe may
+ * keep what the others leave of it. */
 static _Atomic(size_t) dirty_total;
 
 /* ---- The arena's view of the OS ----------------------------------------- */
