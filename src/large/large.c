@@ -101,8 +101,10 @@ static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
         /* Marked before any block in it is handed out, as free() relies on. */
         segmap_set(base, l, SEGMAP_LARGE);
         /* Huge pages only when asked for: a program that touches a few bytes
-         * of many big blocks would get 2 MiB resident for each. */
-        if (opt(STRATA_OPTION_HUGEPAGES) == STRATA_HUGEPAGES_ALWAYS) os_advise_huge(base, l, true);
+         * of many big blocks would get 2 MiB resident for each.  never opts
+         * out even where THP is on system-wide; auto leaves the kernel's default. */
+        long huge = opt(STRATA_OPTION_HUGEPAGES);
+        if (huge != STRATA_HUGEPAGES_AUTO) os_advise_huge(base, l, huge == STRATA_HUGEPAGES_ALWAYS);
         regions[n] = (region_t){(uintptr_t)base, (uintptr_t)base + l, (int)(st - stripes)};
         atomic_store_explicit(&region_count, n + 1, memory_order_release);
         stat_add(&stats.reserved, l);
