@@ -423,6 +423,22 @@ static void drop_free_block(arena_t *a, ablock *n) {
     unit_put(a, n);
 }
 
+/* Gives back range r, which is the single free block b: the block, the
+ * range and its bytes leave the arena, and ops.shrink gets the range. */
+static size_t give_back(arena_t *a, aregion *r, ablock *b) {
+    aregion **link = &a->regions;
+    while (*link != r) link = &(*link)->next;
+    *link = r->next;
+    drop_free_block(a, b);
+    size_t len = r->end - r->base;
+    a->st.reserved -= len;
+    a->st.committed -= r->commit_end - r->base;
+    a->st.regions--;
+    a->ops.shrink((void *)r->base, len, a->ops.ctx);
+    unit_put(a, r);
+    return len;
+}
+
 /* b is a used block in the list and the address tree. */
 static void free_block(arena_t *a, ablock *b) {
     count_block(a, b, -1);
@@ -457,6 +473,10 @@ static void free_block(arena_t *a, ablock *b) {
         dirty_insert_after(a, a->dirty_tail, b);
         enforce_dirty_limit(a);
     }
+    aregion *r = b->region;
+    if (r->grown && a->ops.shrink && a->ops.release_when_free && b->addr == r->base && block_end(b) == r->end &&
+        a->ops.release_when_free((void *)r->base, r->end - r->base, a->ops.ctx))
+        give_back(a, r, b);
 }
 
 static ablock *find_block(const arena_t *a, const void *p) {
@@ -550,22 +570,10 @@ size_t arena_release(arena_t *a) {
     if (a->ops.purge)
         while (a->dirty_head) done += purge_block(a, a->dirty_head);
     if (!a->ops.shrink) return done;
-    aregion **link = &a->regions;
-    while (*link) {
-        aregion *r = *link;
+    for (aregion *r = a->regions, *next; r; r = next) {
+        next = r->next;
         ablock *b = r->grown ? find_block(a, (void *)r->base) : NULL;
-        if (b && b->free && b->size == r->end - r->base) {
-            drop_free_block(a, b);
-            *link = r->next;
-            a->st.reserved -= r->end - r->base;
-            a->st.committed -= r->commit_end - r->base;
-            a->st.regions--;
-            a->ops.shrink((void *)r->base, r->end - r->base, a->ops.ctx);
-            done += r->end - r->base;
-            unit_put(a, r);
-        } else {
-            link = &r->next;
-        }
+        if (b && b->free && b->size == r->end - r->base) done += give_back(a, r, b);
     }
     return done;
 }

@@ -38,6 +38,9 @@ typedef struct arena_ops_s {
     void *(*grow)(size_t min_len, size_t align, size_t *len, void *ctx);
     /* Gives back a range grow returned, entirely free (release and destroy). */
     void (*shrink)(void *base, size_t len, void *ctx);
+    /* Asked when a grown range becomes entirely free on a free: true gives
+     * it back (shrink) at once.  NULL: ranges wait for arena_release. */
+    bool (*release_when_free)(void *base, size_t len, void *ctx);
     /* Makes [addr, addr+len) usable.  NULL: ranges arrive usable. */
     int (*commit)(void *addr, size_t len, void *ctx);
     /* Drops the pages of [addr, addr+len) (page aligned); they read as zero after.

@@ -49,11 +49,14 @@ typedef struct stripe_s {
 
 static stripe_t stripes[LARGE_STRIPES] = {[0 ... LARGE_STRIPES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 
-/* Ranges are never given back, so the table only grows: readers scan it
- * without a lock up to the published count. */
+/* The table of reservations, scanned without a lock by free().  A slot is
+ * filled (stripe, base, then end with release order) before any block of
+ * its range is handed out, and emptied (end, then base) only when its range
+ * holds no block; a reader that sees a slot's end also sees its base, so a
+ * valid pointer is only ever matched against its own range. */
 typedef struct region_s {
-    uintptr_t base, end;
-    int stripe;
+    _Atomic(uintptr_t) base, end;
+    _Atomic(int) stripe;
 } region_t;
 static region_t regions[LARGE_MAX_REGIONS];
 static _Atomic(size_t) region_count;
@@ -88,12 +91,17 @@ static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     if (need < min_len) return NULL;
     if (align < SEGMENT_SIZE) align = SEGMENT_SIZE;
     pthread_mutex_lock(&region_lock);
-    size_t n = atomic_load_explicit(&region_count, memory_order_relaxed);
+    size_t n = atomic_load_explicit(&region_count, memory_order_relaxed), slot = n;
+    for (size_t i = 0; i < n; i++)
+        if (!atomic_load_explicit(&regions[i].end, memory_order_relaxed)) {
+            slot = i;   /* a slot given back earlier */
+            break;
+        }
     void *base = NULL;
     size_t l = need > LARGE_REGION ? need : LARGE_REGION;
     /* Under an address-space limit (ulimit -v, sanitizers) a big
      * reservation may be refused: try smaller ones down to what is needed. */
-    while (n < LARGE_MAX_REGIONS && !(base = os_reserve_aligned(l, align)) && l > need) {
+    while (slot < LARGE_MAX_REGIONS && !(base = os_reserve_aligned(l, align)) && l > need) {
         l /= 2;
         if (l < need) l = need;
     }
@@ -105,13 +113,44 @@ static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
          * out even where THP is on system-wide; auto leaves the kernel's default. */
         long huge = opt(STRATA_OPTION_HUGEPAGES);
         if (huge != STRATA_HUGEPAGES_AUTO) os_advise_huge(base, l, huge == STRATA_HUGEPAGES_ALWAYS);
-        regions[n] = (region_t){(uintptr_t)base, (uintptr_t)base + l, (int)(st - stripes)};
-        atomic_store_explicit(&region_count, n + 1, memory_order_release);
+        region_t *r = &regions[slot];
+        atomic_store_explicit(&r->stripe, (int)(st - stripes), memory_order_relaxed);
+        atomic_store_explicit(&r->base, (uintptr_t)base, memory_order_relaxed);
+        atomic_store_explicit(&r->end, (uintptr_t)base + l, memory_order_release);
+        if (slot == n) atomic_store_explicit(&region_count, n + 1, memory_order_release);
         stat_add(&stats.reserved, l);
     }
     pthread_mutex_unlock(&region_lock);
     *len = l;
     return base;
+}
+
+/* A reservation with no block left goes back to the OS: on strata_release
+ * (arena_release) and when a reservation is refused (large_alloc retries),
+ * and at once on free for those made smaller than LARGE_REGION because
+ * address space was short (ulimit -v) — the rest of the program may need
+ * it — except a stripe's last one, kept for reuse. */
+static void region_shrink(void *base, size_t len, void *ctx) {
+    (void)ctx;
+    pthread_mutex_lock(&region_lock);
+    size_t n = atomic_load_explicit(&region_count, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++)
+        if (atomic_load_explicit(&regions[i].base, memory_order_relaxed) == (uintptr_t)base) {
+            atomic_store_explicit(&regions[i].end, 0, memory_order_release);
+            atomic_store_explicit(&regions[i].base, 0, memory_order_release);
+        }
+    /* Cleared before the unmap, so nothing else can be mapped there and
+     * marked in between. */
+    segmap_set(base, len, SEGMAP_NONE);
+    os_free(base, len);
+    stat_sub(&stats.reserved, len);
+    pthread_mutex_unlock(&region_lock);
+}
+
+static bool region_release_when_free(void *base, size_t len, void *ctx) {
+    (void)base;
+    stripe_t *st = ctx;
+    return len < LARGE_REGION && st->arena.st.regions > 1;
 }
 
 static int region_commit(void *addr, size_t len, void *ctx) {
@@ -193,6 +232,8 @@ static void stripe_lock(stripe_t *s) {
                          .meta_map = meta_map,
                          .meta_unmap = meta_unmap,
                          .grow = region_grow,
+                         .shrink = region_shrink,
+                         .release_when_free = region_release_when_free,
                          .commit = region_commit,
                          .purge = region_purge,
                          .now_ms = clock_ms};
@@ -237,8 +278,11 @@ static stripe_t *my_home(void) {
 static stripe_t *owner_of(const void *p) {
     uintptr_t a = (uintptr_t)p;
     size_t n = atomic_load_explicit(&region_count, memory_order_acquire);
-    for (size_t i = 0; i < n; i++)
-        if (a >= regions[i].base && a < regions[i].end) return &stripes[regions[i].stripe];
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t end = atomic_load_explicit(&regions[i].end, memory_order_acquire);
+        if (a < end && a >= atomic_load_explicit(&regions[i].base, memory_order_relaxed))
+            return &stripes[atomic_load_explicit(&regions[i].stripe, memory_order_relaxed)];
+    }
     return NULL;
 }
 
@@ -283,7 +327,9 @@ void *large_alloc(size_t size, size_t align, bool zero) {
         p = arena_alloc_nogrow(&s->arena, size, align, &usable, &clean);
         stripe_unlock(s);
     }
-    if (!p) {
+    for (int attempt = 0; !p && attempt < 2; attempt++) {
+        /* Out of address space: give back every empty reservation, once. */
+        if (attempt) large_release();
         stripe_lock(home);
         p = arena_alloc(&home->arena, size, align, &usable, &clean);
         stripe_unlock(home);
@@ -352,13 +398,17 @@ void *large_realloc_move(void *p, size_t size) {
     return NULL;
 }
 
+/* Returns the bytes purged: what left RSS.  Empty reservations go back to
+ * the OS too, but their pages were purged already (or never touched). */
 size_t large_release(void) {
     size_t done = 0;
     for (int i = 0; i < LARGE_STRIPES; i++) {
         stripe_t *s = &stripes[i];
         if (!atomic_load_explicit(&s->ready, memory_order_acquire)) continue;
         stripe_lock(s);
-        done += arena_release(&s->arena);
+        uint64_t before = s->arena.st.purged;
+        arena_release(&s->arena);
+        done += (size_t)(s->arena.st.purged - before);
         stripe_unlock(s);
     }
     return done;

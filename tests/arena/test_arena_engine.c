@@ -240,6 +240,37 @@ static void test_too_large_and_grow(void) {
     CHECK(e.shrinks == 2);
 }
 
+static bool release_big_ones(void *base, size_t len, void *ctx) {
+    (void)base;
+    (void)ctx;
+    return len > 1 * MiB;
+}
+
+/* release_when_free: a grown range that becomes empty goes back at once
+ * when the hook says so, and stays otherwise. */
+static void test_release_when_free(void) {
+    arena_t a;
+    fake_env e;
+    setup(&a, &e, K, K, 0, 1, 1);
+    a.ops.release_when_free = release_big_ones;
+    e.next_grow = FAKE_BASE;
+    e.grow_len = 1 * MiB;
+    void *small = alloc(&a, 100 * K, 1);      /* a 1 MiB range: kept when empty */
+    void *big = alloc(&a, 3 * MiB, 1);        /* a 3 MiB range: given back when empty */
+    CHECK(small && big && e.grows == 2);
+    CHECK(arena_free(&a, big, NULL) == ARENA_OK);
+    CHECK_ARENA(&a);
+    CHECK(e.shrinks == 1 && e.shrunk_bytes == 3 * MiB);
+    CHECK(arena_free(&a, small, NULL) == ARENA_OK);
+    CHECK_ARENA(&a);
+    arena_stats s;
+    arena_get_stats(&a, &s);
+    CHECK(e.shrinks == 1 && s.regions == 1 && s.reserved == 1 * MiB);
+    CHECK(arena_free(&a, big, NULL) == ARENA_INVALID);   /* its range is gone */
+    arena_destroy(&a);
+    CHECK(e.shrinks == 2);
+}
+
 static void test_purge(void) {
     arena_t a;
     fake_env e;
@@ -397,6 +428,7 @@ int main(void) {
     test_bad_frees();
     test_too_large_and_grow();
     test_purge();
+    test_release_when_free();
     test_dirty_extent();
     test_first_fit();
     printf("arena engine: all tests passed\n");
