@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 struct mr_runtime {
@@ -44,6 +45,15 @@ typedef struct round {
     unsigned char *records;
     atomic_int error;
 } round_t;
+
+/* User + system seconds of all the process's threads so far. */
+static double cpu_now(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec)
+         + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
 
 static double now(void)
 {
@@ -187,6 +197,7 @@ int mr_run(mr_runtime *rt, const mr_job *job, mr_result *out)
     rd.ntasks = job->n_items ? (job->n_items + job->chunk - 1) / job->chunk : 0;
     rd.stride = (sizeof(uint64_t) + job->value_size + 7) & ~(size_t)7;
 
+    double c0 = cpu_now();
     double t0 = now();
     rd.tasks = calloc(rd.ntasks ? rd.ntasks : 1, sizeof *rd.tasks);
     rd.outs = calloc(rd.partitions, sizeof *rd.outs);
@@ -235,6 +246,7 @@ int mr_run(mr_runtime *rt, const mr_job *job, mr_result *out)
     rt->stats.result_keys += total;
     rt->stats.map_seconds += t1 - t0;
     rt->stats.reduce_seconds += t2 - t1;
+    rt->stats.cpu_seconds += cpu_now() - c0;
     return 0;
 
 nomem:

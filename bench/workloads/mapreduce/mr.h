@@ -58,6 +58,8 @@ typedef struct mr_stats {
     uint64_t result_keys;   /* keys in results */
     double map_seconds;
     double reduce_seconds;  /* merge + flatten (+ sort) */
+    double cpu_seconds;     /* user + system time of the whole process during
+                               rounds: less disturbed by other load than wall time */
 } mr_stats;
 
 /* threads <= 0: one per online CPU (or OpenMP's default).  NULL on failure. */

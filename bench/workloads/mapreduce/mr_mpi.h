@@ -49,6 +49,8 @@ static inline void mr_mpi_metrics(const mr_runtime *rt, int rank, int size, int 
     const mr_stats *st = mr_get_stats(rt);
     uint64_t mine[3] = {st->map_tasks, st->emitted, st->nodes}, all[3];
     MPI_Reduce(mine, all, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    double cpu = 0;
+    MPI_Reduce(&st->cpu_seconds, &cpu, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank != 0)
         return;
     mr_metric("ranks", size);
@@ -56,6 +58,7 @@ static inline void mr_mpi_metrics(const mr_runtime *rt, int rank, int size, int 
     mr_metric("iterations", rounds);
     mr_metric("mr_seconds", seconds);
     mr_metric("seconds_per_iter", seconds / (rounds > 0 ? rounds : 1));
+    mr_metric("mr_cpu_seconds", cpu);   /* summed over the ranks */
     mr_metric("map_tasks", (double)all[0]);
     mr_metric("keys_emitted", (double)all[1]);
     mr_metric("combiner_nodes", (double)all[2]);

@@ -46,6 +46,7 @@ int main(int argc, char **argv)
     mr_metric("seconds_per_iter", (t1 - t0) / rounds);
     mr_metric("map_seconds", st->map_seconds);
     mr_metric("reduce_seconds", st->reduce_seconds);
+    mr_metric("mr_cpu_seconds", st->cpu_seconds);
     mr_metric("dijkstra_seconds", t2 - t1);
     mr_metric("map_tasks", (double)st->map_tasks);
     mr_metric("keys_emitted", (double)st->emitted);

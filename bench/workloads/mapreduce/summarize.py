@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """summarize.py — pools one or more results.csv files written by bench/run-bench
 for this suite and prints the markdown tables of RESULTS-mapreduce.md: medians
-(and the spread) of wall time, of the MapReduce phase alone (the programs'
-mr_seconds metric, which leaves out data generation and the serial
-reference) and of peak RSS, per workload and allocator.
+of wall time, of the MapReduce phase alone (the programs' mr_seconds metric,
+which leaves out data generation and the serial reference), of that phase's
+CPU time (mr_cpu_seconds, when the programs printed it) and of peak RSS, per
+workload and allocator, with geometric means of the ratios to glibc.
 
 usage: summarize.py results.csv [results.csv ...]
 """
@@ -29,7 +30,8 @@ def load(paths):
                 if r["name"] not in order:
                     order.append(r["name"])
                 rows[key].append((float(r["wall_s"]), float(metrics.get("mr_seconds", "nan")),
-                                  int(r["maxrss_kib"]) / 1024.0))
+                                  int(r["maxrss_kib"]) / 1024.0,
+                                  float(metrics.get("mr_cpu_seconds", "nan"))))
     return rows, order
 
 
@@ -41,7 +43,7 @@ def table(title, rows, order, index, fmt):
     for name in order:
         med, spread, runs = {}, {}, set()
         for a in ALLOCATORS:
-            vals = [v[index] for v in rows.get((name, a), [])]
+            vals = [v[index] for v in rows.get((name, a), []) if v[index] == v[index]]
             if vals:
                 med[a] = statistics.median(vals)
                 spread[a] = (min(vals), max(vals))
@@ -76,6 +78,9 @@ def main():
     rows, order = load(sys.argv[1:])
     table("Wall time, whole program (s, median)", rows, order, 0, "%.3f")
     table("MapReduce phase only: metric mr_seconds (s, median)", rows, order, 1, "%.3f")
+    if any(v[3] == v[3] for vals in rows.values() for v in vals):
+        table("MapReduce phase CPU time (user + system, all threads and ranks): metric "
+              "mr_cpu_seconds (s, median)", rows, order, 3, "%.3f")
     table("Peak RSS (MiB, median)", rows, order, 2, "%.1f")
     return 0
 
