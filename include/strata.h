@@ -99,12 +99,15 @@ typedef enum strata_option_e {
     STRATA_OPTION_ON_ERROR,         /* STRATA_ON_ERROR_ABORT|WARN */
     STRATA_OPTION_CHECK,            /* 0|1: full double-free and invalid-free checks */
     STRATA_OPTION_LARGE_CACHE_MB,   /* MiB of freed large blocks kept for reuse */
+    STRATA_OPTION_LARGE_PURGE_DELAY_MS, /* ms freed large blocks keep their pages */
+    STRATA_OPTION_LARGE_FIT,        /* STRATA_LARGE_FIT_BEST|FIRST (first: for comparison only) */
     STRATA_OPTION_COUNT
 } strata_option_t;
 
 enum { STRATA_HUGEPAGES_NEVER = 0, STRATA_HUGEPAGES_AUTO = 1, STRATA_HUGEPAGES_ALWAYS = 2 };
 enum { STRATA_NUMA_OFF = 0, STRATA_NUMA_LOCAL = 1, STRATA_NUMA_INTERLEAVE = 2 };
 enum { STRATA_ON_ERROR_ABORT = 0, STRATA_ON_ERROR_WARN = 1 };
+enum { STRATA_LARGE_FIT_BEST = 0, STRATA_LARGE_FIT_FIRST = 1 };
 
 STRATA_API long strata_option_get(strata_option_t option);
 /* Returns 0, or EINVAL for an unknown option or a value out of range. */

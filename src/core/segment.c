@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "../large/large.h"
 #include "../stats/stats.h"
 
 #define SEGMENT_CACHE_MAX 16   /* empty segments kept for reuse (64 MiB of address space) */
@@ -128,7 +129,14 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     segment_t *seg = segment_from_cache(node);
     if (!seg) {
         seg = os_alloc_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
-        if (!seg) return NULL;
+        if (!seg) {
+            /* Address space may be short (ulimit -v): the large tier gives
+             * back its empty reservations, then try once more. */
+            large_release();
+            segment_cache_release(true);
+            seg = os_alloc_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+            if (!seg) return NULL;
+        }
         stat_add(&stats.reserved, SEGMENT_SIZE);
         stat_add(&stats.committed, SEGMENT_HEADER_SIZE);
         numa_place(seg, node);

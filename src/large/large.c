@@ -185,41 +185,15 @@ static size_t cache_limit(const stripe_t *s) {
     return others < all ? all - others : 0;
 }
 
-/* Two settings of the tier not (yet) in the options table, read from
- * environ directly (this may run before libc is fully set up):
- * STRATA_LARGE_FIT=first switches to first fit (the ablation benchmark);
- * STRATA_LARGE_PURGE_DELAY_MS overrides the tier's purge delay. */
-extern char **environ;
-static const char *env_value(const char *name) {
-    size_t n = strlen(name);
-    for (char **e = environ; e && *e; e++)
-        if (!strncmp(*e, name, n) && (*e)[n] == '=') return *e + n + 1;
-    return NULL;
-}
-
-static bool first_fit_asked(void) {
-    const char *v = env_value("STRATA_LARGE_FIT");
-    return v && !strcmp(v, "first");
-}
-
 /* Large blocks are reused on the time scale of a program's outer loop (a
  * training step, a time step), much longer than small pages: purging them
  * after STRATA_PURGE_DELAY_MS's 10 ms default would fault every page in
- * again each iteration.  So the tier waits at least LARGE_MIN_PURGE_DELAY_MS;
- * 0 (purge at once) and -1 (never) are kept as they are. */
-#define LARGE_MIN_PURGE_DELAY_MS 1000
+ * again each iteration.  So the tier has its own delay,
+ * STRATA_LARGE_PURGE_DELAY_MS (1 s); STRATA_PURGE_DELAY_MS=0 (at once) and -1
+ * (never) still apply to both tiers. */
 static long purge_delay(void) {
-    static _Atomic(long) from_env = -2;   /* -2: not read yet; -3: not set */
-    long e = atomic_load_explicit(&from_env, memory_order_relaxed);
-    if (e == -2) {
-        const char *v = env_value("STRATA_LARGE_PURGE_DELAY_MS");
-        e = v ? strtol(v, NULL, 10) : -3;
-        if (e < -1) e = -3;
-        atomic_store_explicit(&from_env, e, memory_order_relaxed);
-    }
-    if (e != -3) return e;
     long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
-    return d <= 0 ? d : (d < LARGE_MIN_PURGE_DELAY_MS ? LARGE_MIN_PURGE_DELAY_MS : d);
+    return d <= 0 ? d : opt(STRATA_OPTION_LARGE_PURGE_DELAY_MS);
 }
 
 static void stripe_lock(stripe_t *s) {
@@ -243,7 +217,7 @@ static void stripe_lock(stripe_t *s) {
                             .page = os_page_size(),
                             .purge_delay_ms = purge_delay(),
                             .dirty_limit = SIZE_MAX,
-                            .first_fit = first_fit_asked()};
+                            .first_fit = opt(STRATA_OPTION_LARGE_FIT) == STRATA_LARGE_FIT_FIRST};
         if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
         atomic_store_explicit(&s->ready, true, memory_order_release);
     }

@@ -24,6 +24,7 @@ typedef struct {
 static const char *const huge_words[] = {"never", "auto", "always", NULL};
 static const char *const numa_words[] = {"off", "local", "interleave", NULL};
 static const char *const err_words[] = {"abort", "warn", NULL};
+static const char *const fit_words[] = {"best", "first", NULL};
 
 /* Keep in the order of strata_option_t. */
 static const opt_desc table[STRATA_OPTION_COUNT] = {
@@ -40,6 +41,10 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "on an invalid or double free: abort, or warn and go on"},
     {"CHECK", KIND_BOOL, 0, 0, 1, NULL, "full double-free and invalid-free checks (slower)"},
     {"LARGE_CACHE_MB", KIND_SIZE, 1024, 0, 1L << 20, NULL, "MiB of freed large blocks kept for reuse"},
+    {"LARGE_PURGE_DELAY_MS", KIND_INT, 1000, -1, 3600 * 1000, NULL,
+     "ms freed large blocks keep their pages (0: at once, -1: never)"},
+    {"LARGE_FIT", KIND_ENUM, STRATA_LARGE_FIT_BEST, 0, 1, fit_words,
+     "large-tier placement: best, or first (for comparison only)"},
 };
 
 long strata_options[STRATA_OPTION_COUNT];

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../core/internal.h"
+#include "../large/large.h"
 
 stats_global_t stats;
 _Atomic(int64_t) stats_class_live[STATS_CLASSES];
@@ -45,6 +46,11 @@ void strata_stats_get(strata_stats_t *out) {
 #define X(name, help) out->name = atomic_load_explicit(&stats.name, memory_order_relaxed);
     STRATA_STAT_COUNTERS(X)
 #undef X
+    /* The large tier keeps its own books: what it may hold resident is its
+     * live blocks plus the free bytes not purged yet. */
+    large_stats_t ls;
+    large_stats_get(&ls);
+    out->committed += ls.used_bytes + ls.dirty_bytes;
     class_totals t;
     class_totals_get(&t);
     out->small_allocated = out->small_freed = 0;
