@@ -48,7 +48,9 @@ def ratio_axis(ax):
 
 
 def plain_log_axis(axis):
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    lo, hi = axis.get_view_interval()
+    wide = lo > 0 and hi / lo > 1e4
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
     axis.set_minor_formatter(NullFormatter())
 
@@ -60,15 +62,16 @@ def safe(s):
 def family_chart(t, fam, out_dir):
     names = [n for n in t.workloads if t.info[n][0] == fam]
     ref = "glibc" if "glibc" in t.allocators else t.allocators[0]
-    fig, axes = plt.subplots(2, 1, figsize=(max(7, 1.1 * len(names) + 3), 7.5), sharex=True)
-    width = 0.8 / len(t.allocators)
+    allocs = [a for a in t.allocators if any(t.cell(n, a) for n in names)]
+    fig, axes = plt.subplots(2, 1, figsize=(max(7, 0.25 * len(allocs) * len(names) + 3), 7.5), sharex=True)
+    width = 0.8 / len(allocs)
     for ax, what, label in ((axes[0], "time", "time"), (axes[1], "rss", "peak RSS")):
-        for i, a in enumerate(t.allocators):
+        for i, a in enumerate(allocs):
             xs, ys = [], []
             for k, n in enumerate(names):
                 v, r = t.value(n, a, what), t.value(n, ref, what)
                 if v is not None and r:
-                    xs.append(k + (i - (len(t.allocators) - 1) / 2) * width)
+                    xs.append(k + (i - (len(allocs) - 1) / 2) * width)
                     ys.append(v / r)
             ax.bar(xs, ys, width=width, label=a, color=color(a, t.allocators))
         ax.axhline(1.0, color="black", linewidth=0.8)
@@ -79,7 +82,7 @@ def family_chart(t, fam, out_dir):
     axes[1].set_xticks(range(len(names)))
     axes[1].set_xticklabels(names, rotation=30, ha="right")
     axes[0].set_title("%s: median time and peak RSS relative to %s (lower is better)" % (fam, ref), pad=28)
-    axes[0].legend(ncol=len(t.allocators), fontsize="small", loc="lower center", bbox_to_anchor=(0.5, 1.0),
+    axes[0].legend(ncol=len(allocs), fontsize="small", loc="lower center", bbox_to_anchor=(0.5, 1.0),
                    frameon=False)
     fig.tight_layout()
     path = os.path.join(out_dir, "family-%s.png" % safe(fam))
@@ -99,7 +102,7 @@ def scaling_chart(t, fam, out_dir):
         return None
     cols = min(3, len(bases))
     rows = (len(bases) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(7.0, 4.6 * cols), 3.6 * rows), squeeze=False)
     for k, (base, pts) in enumerate(sorted(bases.items())):
         ax = axes[k // cols][k % cols]
         for a in t.allocators:
@@ -142,19 +145,23 @@ def sweep_charts(t, out_dir):
         for base, pts in sorted(sweeps.items()):
             pts = sorted(pts)
             fig, ax = plt.subplots(figsize=(7.5, 4.8))
+            dropped = False
             for a in t.allocators:
                 c = t.cell(n, a)
                 if not c:
                     continue
                 xy = [(x, c.metric(key)) for x, key in pts if c.metric(key) is not None]
+                if any(v <= 0 for _, v in xy):
+                    dropped = True
+                xy = [(x, v) for x, v in xy if v > 0]  # a log axis has no zero
                 if xy:
                     ax.plot([p[0] for p in xy], [p[1] for p in xy], marker=".", label=a, color=color(a, t.allocators))
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             plain_log_axis(ax.yaxis)
-            ax.set_xlabel("size (bytes)" if base.startswith("ns") or "size" in base else "x")
+            ax.set_xlabel("size (bytes)")
             ax.set_ylabel(base + " (log)")
-            ax.set_title("%s: %s against size (log-log)" % (n, base))
+            ax.set_title("%s: %s against size (log-log%s)" % (n, base, "; values of 0 not drawn" if dropped else ""))
             ax.grid(which="both", alpha=0.3)
             ax.legend(fontsize="small")
             fig.tight_layout()
