@@ -31,8 +31,9 @@ make_stream > "$WORK/stream"
 
 run_git() {   # run_git DIR: build the repository and print everything we compare
   local dir=$1
-  git init -q -b main "$dir"
+  git init -q "$dir"
   cd "$dir"
+  git symbolic-ref HEAD refs/heads/main       # (git init -b needs git >= 2.28)
   git fast-import --quiet < "$WORK/stream"
   git checkout -q main
   for i in 1 2 3 4 5; do
