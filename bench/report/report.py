@@ -397,8 +397,9 @@ def render_metrics(t, w):
     """Sweep metrics (NAME@X) as an X-by-allocator table; the rest in one table."""
     any_out = False
     for n in t.workloads:
+        allocs = [a for a in t.allocators if t.cell(n, a)]
         names = set()
-        for a in t.allocators:
+        for a in allocs:
             c = t.cell(n, a)
             if c:
                 for m in c.metrics:
@@ -420,16 +421,14 @@ def render_metrics(t, w):
         w("### %s\n" % n)
         for base, pts in sorted(sweeps.items()):
             pts.sort()
-            w("| %s | " % base + " | ".join(t.allocators) + " |")
-            w("|---:|" + "---:|" * len(t.allocators))
+            w("| %s | " % base + " | ".join(allocs) + " |")
+            w("|---:|" + "---:|" * len(allocs))
             for x, m in pts:
-                w("| %g | " % x + " | ".join(fmt(t.cell(n, a).metric(m)) if t.cell(n, a) else "–"
-                                                    for a in t.allocators) + " |")
+                w("| %g | " % x + " | ".join(fmt(t.cell(n, a).metric(m)) for a in allocs) + " |")
             w("")
         if scalars:
-            w("| metric | " + " | ".join(t.allocators) + " |")
-            w("|---|" + "---:|" * len(t.allocators))
+            w("| metric | " + " | ".join(allocs) + " |")
+            w("|---|" + "---:|" * len(allocs))
             for m in sorted(scalars):
-                w("| %s | " % m + " | ".join(fmt(t.cell(n, a).metric(m)) if t.cell(n, a) else "–"
-                                           for a in t.allocators) + " |")
+                w("| %s | " % m + " | ".join(fmt(t.cell(n, a).metric(m)) for a in allocs) + " |")
             w("")
