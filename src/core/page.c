@@ -14,6 +14,14 @@ void page_queue_push_front(page_queue_t *q, page_t *page) {
     q->first = page;
 }
 
+static void page_queue_push_back(page_queue_t *q, page_t *page) {
+    page->next = NULL;
+    page->prev = q->last;
+    if (q->last) q->last->next = page;
+    else q->first = page;
+    q->last = page;
+}
+
 void page_queue_remove(page_queue_t *q, page_t *page) {
     if (page->prev) page->prev->next = page->next;
     else q->first = page->next;
@@ -22,13 +30,6 @@ void page_queue_remove(page_queue_t *q, page_t *page) {
     page->next = page->prev = NULL;
 }
 
-static void page_queue_push_back(page_queue_t *q, page_t *page) {
-    page->next = NULL;
-    page->prev = q->last;
-    if (q->last) q->last->next = page;
-    else q->first = page;
-    q->last = page;
-}
 
 /* Makes an unused page of a segment hold blocks of class cls for heap. */
 void page_init(page_t *page, heap_t *heap, uint32_t cls) {
@@ -119,13 +120,17 @@ static inline bool page_has_remote(const page_t *page) {
     return (atomic_load_explicit(&page->thread_free, memory_order_relaxed) & ~(uintptr_t)3) != 0;
 }
 
-/* A page left the full queue: blocks were freed into it. */
+/* A page left the full queue: blocks were freed into it.  It goes to the
+ * back of its class queue, so it gathers more frees before it is used again
+ * (at the front it would serve one malloc and be full again). */
 void page_unfull(heap_t *heap, page_t *page) {
     page_queue_remove(&heap->queues[QUEUE_FULL], page);
     page_flags_clear(page, PAGE_FULL);
     page_set_delay(page, DELAY_NORMAL, false);
-    page_queue_push_front(&heap->queues[page->class_idx], page);
-    heap_direct_update(heap, page->class_idx);
+    page_queue_t *q = &heap->queues[page->class_idx];
+    bool was_empty = q->first == NULL;
+    page_queue_push_back(q, page);
+    if (was_empty) heap_direct_update(heap, page->class_idx);
 }
 
 /* The page has no block in use.  If it is its class's only page it stays
