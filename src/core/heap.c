@@ -18,7 +18,8 @@ page_t page_empty = {.flags = PAGE_UNUSED};
 /* Every thread starts on this heap: its direct pages are empty, so the first
  * malloc takes the generic path, which creates the thread's own heap.  It is
  * initialised statically because malloc may run before any constructor. */
-heap_t heap_empty = {.direct = {[0 ... DIRECT_SLOTS - 1] = &page_empty}};
+heap_t heap_empty = {.direct = {[0 ... DIRECT_SLOTS - 1] = &page_empty},
+                     .class_page = {[0 ... CLASS_COUNT] = &page_empty}};
 STRATA_TLS heap_t *tls_heap = &heap_empty;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -55,9 +56,10 @@ static heap_t *heap_struct_alloc(void) {
  * fast path finds it in one load; sizes the fast path must not serve
  * (large-tier sizes, check mode) keep the empty page. */
 void heap_direct_update(heap_t *heap, uint32_t cls) {
-    if (class_size[cls] > DIRECT_MAX) return;
     page_t *page = heap->queues[cls].first;
     if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD)) page = &page_empty;
+    heap->class_page[cls] = page;
+    if (class_size[cls] > DIRECT_MAX) return;
     size_t lo = cls == 1 ? 0 : class_size[cls - 1] / 8 + 1;
     size_t hi = class_size[cls] / 8;
     for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
@@ -78,6 +80,7 @@ heap_t *heap_get_or_init(void) {
     pthread_mutex_unlock(&registry_lock);
     if (!heap) return NULL;
     for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
+    for (size_t i = 0; i <= CLASS_COUNT; i++) heap->class_page[i] = &page_empty;
     heap->initialized = true;
     tls_heap = heap;
     stat_add(&stats.threads, 1);

@@ -147,6 +147,7 @@ typedef struct page_queue_s {
 
 typedef struct heap_s {
     page_t *direct[DIRECT_SLOTS];           /* small sizes: page to pop from */
+    page_t *class_page[CLASS_COUNT + 1];    /* every class: page to pop from */
     page_queue_t queues[CLASS_COUNT + 2];   /* per class, and the full queue */
     _Atomic(block_t *) delayed_free;
     segment_t *segments[SEG_KINDS];          /* owned; ones with free pages first */
@@ -154,6 +155,7 @@ typedef struct heap_s {
     bool initialized;
     uint64_t purge_due;                     /* ms: next time free pages may need purging */
     uint64_t maintained_at;                 /* ms: last slow-path housekeeping */
+    uint32_t retires;                       /* pages retired (paces housekeeping) */
     struct heap_s *next_heap, *prev_heap;   /* registry of live heaps */
     uint64_t stat_alloc[CLASS_COUNT + 1];
     uint64_t stat_free[CLASS_COUNT + 1];
@@ -162,6 +164,12 @@ typedef struct heap_s {
 } heap_t;
 
 extern heap_t heap_empty;
+
+/* The heap's idea of the time: the clock read at its last housekeeping (at
+ * most a few ms old while it is busy), so page frees need no clock call. */
+static inline uint64_t heap_clock(const heap_t *heap) {
+    return heap->maintained_at ? heap->maintained_at : os_now_ms();
+}
 extern page_t page_empty;
 extern STRATA_TLS heap_t *tls_heap;
 

@@ -142,7 +142,7 @@ void page_retire(heap_t *heap, page_t *page) {
     if (!(page_flags(page) & PAGE_FULL) && q->first == page && q->last == page) {
         long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
         if (delay < 0) return;
-        page->purge_at = os_now_ms() + (uint64_t)(delay > 0 ? delay : 1);
+        page->purge_at = heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
         if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
         return;
     }
@@ -150,7 +150,7 @@ void page_retire(heap_t *heap, page_t *page) {
     page_queue_remove(q, page);
     segment_page_free(heap, page);
     heap_direct_update(heap, cls);
-    heap_maintain(heap);
+    if ((++heap->retires & 7) == 0) heap_maintain(heap);   /* a thread that only frees purges too */
 }
 
 /* Finds (or makes) a page of class cls with a free block, first in queue.

@@ -280,7 +280,7 @@ static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
     long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
     if (delay == 0) page_purge(seg, page);
     else if (delay > 0) {
-        page->purge_at = os_now_ms() + (uint64_t)delay;
+        page->purge_at = heap_clock(heap) + (uint64_t)delay;
         if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
     }
     if (seg->used_pages-- == seg->page_count) {   /* it has a free page again: to the front */
@@ -294,7 +294,7 @@ static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
 static void segment_emptied(heap_t *heap, segment_t *seg) {
     long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
     if (delay == 0) segment_release(heap, seg);
-    else if (delay > 0) seg->cached_at = os_now_ms();
+    else if (delay > 0) seg->cached_at = heap_clock(heap);
 }
 
 void segment_page_free(heap_t *heap, page_t *page) {
