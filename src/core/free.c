@@ -65,19 +65,6 @@ static void free_remote(page_t *page, block_t *b) {
     }
 }
 
-static void free_local(heap_t *heap, page_t *page, block_t *b) {
-    if (b == page->local_free || b == page->free) {
-        strata_error("free(): double free", b);
-        return;
-    }
-    b->next = page->local_free;
-    page->local_free = b;
-    heap->stat_free[page->class_idx]++;
-    page->used--;
-    if (page_flags(page) & PAGE_FULL) page_unfull(heap, page);
-    if (page->used == 0) page_retire(heap, page);
-}
-
 noinline void strata_free_generic(segment_t *seg, page_t *page, void *p) {
     if (page_flags(page) & PAGE_UNUSED) {
         strata_error("free(): invalid pointer or double free", p);
@@ -112,7 +99,7 @@ noinline void strata_free_generic(segment_t *seg, page_t *page, void *p) {
         if (heap && segment_reclaim_for_free(heap, seg)) owner = heap;
         if (!heap) heap = &heap_empty;
     }
-    if (owner == heap) free_local(heap, page, b);
+    if (owner == heap) page_free_local(heap, page, b);
     else free_remote(page, b);
 }
 

@@ -118,14 +118,7 @@ void heap_collect_delayed(heap_t *heap) {
     b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
     while (b) {
         block_t *next = b->next;
-        segment_t *seg = segment_of(b);
-        page_t *page = page_of(seg, b);
-        b->next = page->local_free;
-        page->local_free = b;
-        heap->stat_free[page->class_idx]++;
-        page->used--;
-        if (page_flags(page) & PAGE_FULL) page_unfull(heap, page);
-        if (page->used == 0) page_retire(heap, page);
+        page_free_local(heap, page_of(segment_of(b), b), b);
         b = next;
     }
 }

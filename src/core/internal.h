@@ -203,6 +203,7 @@ void page_unfull(heap_t *heap, page_t *page);
 page_t *page_find_free(heap_t *heap, uint32_t cls);
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
 block_t *page_block_start(const page_t *page, const void *p);
+void page_free_local(heap_t *heap, page_t *page, block_t *b);
 
 /* segment.c */
 page_t *segment_page_alloc(heap_t *heap, segment_kind kind);

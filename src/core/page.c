@@ -188,6 +188,21 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
     return page;
 }
 
+/* The owner frees b into its page, off the fast path: the page may be full
+ * or become empty.  (Also used for blocks handed over by other threads.) */
+void page_free_local(heap_t *heap, page_t *page, block_t *b) {
+    if (b == page->local_free || b == page->free) {
+        strata_error("free(): double free", b);
+        return;
+    }
+    b->next = page->local_free;
+    page->local_free = b;
+    heap->stat_free[page->class_idx]++;
+    page->used--;
+    if (page_flags(page) & PAGE_FULL) page_unfull(heap, page);
+    if (page->used == 0) page_retire(heap, page);
+}
+
 /* Start of the block holding p (p may point inside it: aligned allocations). */
 block_t *page_block_start(const page_t *page, const void *p) {
     size_t off = (size_t)((const uint8_t *)p - page->start);

@@ -5,7 +5,6 @@
 #include "os.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -18,13 +17,8 @@
 static int linux_node_count(void) {
     /* "possible" lists node ranges ("0", "0-3", "0,2-3"); read with a stack
      * buffer, because opendir/stdio would call malloc from inside it. */
-    int fd = open("/sys/devices/system/node/possible", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 1;
     char buf[256];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 1;
-    buf[n] = 0;
+    if (os_read_file("/sys/devices/system/node/possible", buf, sizeof buf) == 0) return 1;
     int max = -1, v = -1;
     for (const char *s = buf;; s++) {
         if (*s >= '0' && *s <= '9') {

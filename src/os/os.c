@@ -92,14 +92,22 @@ uint64_t os_now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-size_t os_rss_bytes(void) {
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+size_t os_read_file(const char *path, char *buf, size_t size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || size == 0) {
+        if (fd >= 0) close(fd);
+        return 0;
+    }
+    ssize_t n = read(fd, buf, size - 1);
     close(fd);
     if (n <= 0) return 0;
     buf[n] = 0;
+    return (size_t)n;
+}
+
+size_t os_rss_bytes(void) {
+    char buf[128];
+    if (os_read_file("/proc/self/statm", buf, sizeof buf) == 0) return 0;
     const char *s = buf;
     while (*s && *s != ' ') s++;          /* skip total size */
     while (*s == ' ') s++;
@@ -109,13 +117,9 @@ size_t os_rss_bytes(void) {
 }
 
 uintptr_t os_brk_start(void) {
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
     char buf[1024];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
+    size_t n = os_read_file("/proc/self/stat", buf, sizeof buf);
+    if (n == 0) return 0;
     /* Field 2 (comm) may hold spaces: count fields after its closing ')'. */
     char *s = buf + n;
     while (s > buf && *s != ')') s--;

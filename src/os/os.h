@@ -50,6 +50,10 @@ void os_numa_reset(void);            /* forget cached topology (tests) */
 /* Monotonic milliseconds (cheap: vDSO, coarse clock). */
 uint64_t os_now_ms(void);
 
+/* Reads a small file (procfs, sysfs) into buf, NUL-terminated, with no
+ * malloc; returns the bytes read, 0 on failure. */
+size_t os_read_file(const char *path, char *buf, size_t size);
+
 /* Resident set size of this process in bytes (from /proc/self/statm), or 0. */
 size_t os_rss_bytes(void);
 
