@@ -32,21 +32,6 @@ static size_t round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
 /* ---- Ops for every arena -------------------------------------------------- */
 
-static void *meta_map(size_t len, void *ctx) {
-    (void)ctx;
-    return os_alloc_aligned(len, os_page_size());
-}
-
-static void meta_unmap(void *p, size_t len, void *ctx) {
-    (void)ctx;
-    os_free(p, len);
-}
-
-static uint64_t clock_ms(void *ctx) {
-    (void)ctx;
-    return os_now_ms();
-}
-
 /* ---- Ops for ranges Strata reserves ------------------------------------- */
 
 static void *reserve_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
@@ -128,7 +113,7 @@ strata_arena *strata_arena_create(const strata_arena_config *config) {
     a->cfg = c;
     a->reserved_by_us = ours;
 
-    arena_ops ops = {.ctx = a, .meta_map = meta_map, .meta_unmap = meta_unmap, .now_ms = clock_ms};
+    arena_ops ops = {.ctx = a, .meta_map = arena_os_meta_map, .meta_unmap = arena_os_meta_unmap, .now_ms = arena_os_now_ms};
     arena_config ec = {.granule = c.granularity, .min_split = c.min_split, .purge_delay_ms = -1,
                        .dirty_limit = SIZE_MAX, .first_fit = (c.flags & STRATA_ARENA_FIRST_FIT) != 0};
     if (ours) {

@@ -128,4 +128,9 @@ const char *arena_check(const arena_t *a);
 /* Calls fn for every block in address order (tests, tools). */
 void arena_walk(const arena_t *a, void (*fn)(void *addr, size_t size, bool used, void *arg), void *arg);
 
+/* The ops Strata's own arenas use for metadata and time (os_ops.c). */
+void *arena_os_meta_map(size_t len, void *ctx);
+void arena_os_meta_unmap(void *p, size_t len, void *ctx);
+uint64_t arena_os_now_ms(void *ctx);
+
 #endif

@@ -75,16 +75,6 @@ static _Atomic(size_t) dirty_total;
 
 /* ---- The arena's view of the OS ----------------------------------------- */
 
-static void *meta_map(size_t len, void *ctx) {
-    (void)ctx;
-    return os_alloc_aligned(len, os_page_size());
-}
-
-static void meta_unmap(void *p, size_t len, void *ctx) {
-    (void)ctx;
-    os_free(p, len);
-}
-
 static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     stripe_t *st = ctx;
     size_t need = (min_len + SEGMENT_MASK) & ~SEGMENT_MASK;
@@ -163,11 +153,6 @@ static int region_purge(void *addr, size_t len, void *ctx) {
     return os_purge(addr, len);
 }
 
-static uint64_t clock_ms(void *ctx) {
-    (void)ctx;
-    return os_now_ms();
-}
-
 /* ---- Stripes ------------------------------------------------------------- */
 
 static _Atomic(size_t) used_total;   /* bytes in live large blocks */
@@ -203,14 +188,14 @@ static void stripe_lock(stripe_t *s) {
     }
     if (!atomic_load_explicit(&s->ready, memory_order_relaxed)) {
         arena_ops ops = {.ctx = s,
-                         .meta_map = meta_map,
-                         .meta_unmap = meta_unmap,
+                         .meta_map = arena_os_meta_map,
+                         .meta_unmap = arena_os_meta_unmap,
                          .grow = region_grow,
                          .shrink = region_shrink,
                          .release_when_free = region_release_when_free,
                          .commit = region_commit,
                          .purge = region_purge,
-                         .now_ms = clock_ms};
+                         .now_ms = arena_os_now_ms};
         arena_config cfg = {.granule = os_page_size(),
                             .min_split = os_page_size(),
                             .commit_step = LARGE_COMMIT_STEP,
