@@ -15,6 +15,7 @@
  * exec and on fatal signals.  Without STRATA_TRACE_FILE the library only passes calls on.
  */
 #define _GNU_SOURCE
+#include "clock.h"
 #include "format.h"
 
 #include <dlfcn.h>
@@ -82,23 +83,8 @@ static TLS tbuf *tls_buf;
 static TLS uint32_t tls_tid;
 static TLS int tls_inside;   /* >0: a call made by the recorder itself */
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* The time-stamp counter costs a third of clock_gettime on the machines we
- * measured; finish() converts with the rate seen over the whole run. */
-static inline uint64_t ticks(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    return __builtin_ia32_rdtsc();
-#else
-    return mono_ns();
-#endif
-}
+/* Ticks are the time-stamp counter (a third of clock_gettime's cost here);
+ * finish() converts with the rate seen over the whole run (clock.h). */
 
 static uint64_t ticks_per_second(void)
 {

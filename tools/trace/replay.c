@@ -19,6 +19,7 @@
  * by the trace's peak live bytes.
  */
 #define _GNU_SOURCE
+#include "clock.h"
 #include "allocators.h"
 #include "mem.h"
 #include "reader.h"
@@ -50,22 +51,7 @@ static int band_of(uint64_t size)
 
 /* ---- clocks ------------------------------------------------------------ */
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Per-call timing must cost little next to a malloc: the TSC where there is one. */
-static inline uint64_t ticks(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    return __builtin_ia32_rdtsc();
-#else
-    return mono_ns();
-#endif
-}
+/* Per-call timing uses ticks() from clock.h: cheap next to a malloc. */
 
 /* What a back-to-back pair of ticks() costs: taken off every timed call. */
 static uint64_t timer_cost(void)
