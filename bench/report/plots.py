@@ -50,7 +50,7 @@ def ratio_axis(ax):
 def plain_log_axis(axis):
     lo, hi = axis.get_view_interval()
     wide = lo > 0 and hi / lo > 1e4
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0), numticks=40))
     axis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
     axis.set_minor_formatter(NullFormatter())
 
