@@ -26,7 +26,7 @@ test: deps-test build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 bench: deps-bench build
-	bench/run-bench $(if $(QUICK),--quick)
+	bench/run-bench --build $(BUILD) $(if $(QUICK),--quick)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

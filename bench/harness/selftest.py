@@ -48,6 +48,18 @@ def test_parse(rb, tmp):
     check(s.setup == ["echo /S"], "#setup read and expanded")
     check(s.variants == [("strata-nopurge", {"STRATA_PURGE_DELAY_MS": "-1", "STRATA_VERBOSE": "0"})],
           "#variant read: %s" % s.variants)
+    write(p, "#time-metric run_ms ms\n#rss-metric run_kb\nown\tf\t1\tx\n")
+    own = rb.parse_suite(p, False, subst).entries[0]
+    check(own.time_metric == ("run_ms", 1e-3) and own.rss_metric == "run_kb", "#time-metric, #rss-metric read")
+    o = rb.with_own_measures(own, rb.Outcome("ok", 9.0, 5000, 0, {"run_ms": 250.0, "run_kb": 1200.0}, []))
+    check(abs(o.wall - 0.25) < 1e-9 and o.maxrss == 1200 and o.status == "ok",
+          "the program's own time and RSS replace the whole command's")
+    o = rb.with_own_measures(own, rb.Outcome("ok", 9.0, 5000, 0, {}, []))
+    check(o.status == "no-metric", "a run without the metric it promised fails")
+    write(p, "# comment\n\n#threads 1 2 4\n#quick-threads 2\n"
+             "sw-{threads}\tfam\t1\t{bin}/prog -t {threads} {traces}/x\n"
+             "#setup echo {src}\n#variant nopurge STRATA_PURGE_DELAY_MS=-1 STRATA_VERBOSE=0\n"
+             "plain\tother\t0\t{build}/p a\tb\n")
     q = rb.parse_suite(p, True, dict(subst, quick="1"))
     check([e.name for e in q.entries if e.quick] == ["sw-2"], "quick mode: #quick-threads and quick=1 select")
     bad = {
@@ -58,6 +70,7 @@ def test_parse(rb, tmp):
         "a\tb\t1\t{nope}\n": "placeholder",
         "#threads two\n": "whole numbers",
         "#variant x NOEQUALS\n": "ENV=VALUE",
+        "#time-metric t minutes\n": "#time-metric",
     }
     for text, want in bad.items():
         write(p, "# first line\n" + text)
