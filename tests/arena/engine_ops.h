@@ -6,18 +6,12 @@
 #ifndef TEST_ENGINE_OPS_H
 #define TEST_ENGINE_OPS_H
 
+#include "common/require.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include "arena/arena.h"
 
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
 
 #define CHECK_ARENA(a)                                                           \
     do {                                                                         \

@@ -4,6 +4,7 @@
  * never fit, resize, trim, stats, and concurrent use of one arena.
  * Caller ranges are mapped PROT_NONE: Strata touching them would crash.
  */
+#include "common/require.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,36 +19,11 @@
 #include <strata.h>
 
 #define MiB ((size_t)1 << 20)
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
 
 static void *map_none(size_t len) {
     void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     CHECK(p != MAP_FAILED);
     return p;
-}
-
-/* Runs fn with stderr sent to a file; returns what was printed. */
-static char captured[4096];
-static const char *capture(void (*fn)(void *), void *arg) {
-    FILE *tmp = tmpfile();
-    CHECK(tmp);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fileno(tmp), 2);
-    fn(arg);
-    dup2(saved, 2);
-    close(saved);
-    rewind(tmp);
-    size_t n = fread(captured, 1, sizeof captured - 1, tmp);
-    captured[n] = 0;
-    fclose(tmp);
-    return captured;
 }
 
 static strata_arena *cur;
@@ -69,14 +45,14 @@ static void test_caller_range_and_errors(void) {
     char expect[128];
     cur_p = p + 8;
     snprintf(expect, sizeof expect, "strata: arena free(): invalid pointer %p", (void *)(p + 8));
-    CHECK(strstr(capture(do_free, NULL), expect));
+    CHECK(strstr(capture_stderr(do_free, NULL), expect));
     cur_p = base + len + 4096;
-    CHECK(strstr(capture(do_free, NULL), "arena free(): invalid pointer"));
+    CHECK(strstr(capture_stderr(do_free, NULL), "arena free(): invalid pointer"));
     cur_p = p;
-    CHECK(capture(do_free, NULL)[0] == 0);   /* a good free prints nothing */
-    CHECK(strstr(capture(do_free, NULL), "arena free(): double free"));
-    CHECK(strstr(capture(do_bad_align, (void *)0), "arena alloc(): invalid alignment"));
-    CHECK(strstr(capture(do_bad_align, (void *)24), "arena alloc(): invalid alignment"));
+    CHECK(capture_stderr(do_free, NULL)[0] == 0);   /* a good free prints nothing */
+    CHECK(strstr(capture_stderr(do_free, NULL), "arena free(): double free"));
+    CHECK(strstr(capture_stderr(do_bad_align, (void *)0), "arena alloc(): invalid alignment"));
+    CHECK(strstr(capture_stderr(do_bad_align, (void *)24), "arena alloc(): invalid alignment"));
 
     /* Nothing was damaged by the bad calls. */
     strata_arena_stats_t s;

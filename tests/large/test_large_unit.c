@@ -5,6 +5,7 @@
  * all: a steady-state malloc + touch + free of 64 MiB takes no page fault.
  * Linked with the static library so it can call the tier directly.
  */
+#include "common/require.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,13 +20,6 @@
 #include "large/large.h"
 
 #define MiB ((size_t)1 << 20)
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
 #define CHECK_TIER()                                                             \
     do {                                                                         \
         const char *why_ = large_check();                                        \
@@ -35,22 +29,8 @@
         }                                                                        \
     } while (0)
 
-static char captured[4096];
-static const char *capture_free(void *p) {
-    FILE *tmp = tmpfile();
-    CHECK(tmp);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fileno(tmp), 2);
-    strata_free(p);
-    dup2(saved, 2);
-    close(saved);
-    rewind(tmp);
-    size_t n = fread(captured, 1, sizeof captured - 1, tmp);
-    captured[n] = 0;
-    fclose(tmp);
-    return captured;
-}
+static void free_it(void *p) { strata_free(p); }
+static const char *capture_free(void *p) { return capture_stderr(free_it, p); }
 
 static long minflt(void) {
     struct rusage r;
