@@ -81,7 +81,6 @@ heap_t *heap_get_or_init(void) {
     if (!heap) return NULL;
     for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
     for (size_t i = 0; i <= CLASS_COUNT; i++) heap->class_page[i] = &page_empty;
-    heap->initialized = true;
     tls_heap = heap;
     stat_add(&stats.threads, 1);
     /* Set last: with many keys, glibc may allocate here, and the heap is ready. */
@@ -170,7 +169,6 @@ void heap_abandon(heap_t *heap, bool force) {
     if (heap->prev_heap) heap->prev_heap->next_heap = heap->next_heap;
     else registry = heap->next_heap;
     if (heap->next_heap) heap->next_heap->prev_heap = heap->prev_heap;
-    heap->initialized = false;
     heap->next_heap = spare_heaps;
     spare_heaps = heap;
     pthread_mutex_unlock(&registry_lock);

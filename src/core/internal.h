@@ -151,8 +151,6 @@ typedef struct heap_s {
     page_queue_t queues[CLASS_COUNT + 2];   /* per class, and the full queue */
     _Atomic(block_t *) delayed_free;
     segment_t *segments[SEG_KINDS];          /* owned; ones with free pages first */
-    int numa_node;
-    bool initialized;
     uint64_t purge_due;                     /* ms: next time free pages may need purging */
     uint64_t maintained_at;                 /* ms: last slow-path housekeeping */
     uint32_t retires;                       /* pages retired (paces housekeeping) */

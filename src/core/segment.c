@@ -234,7 +234,6 @@ static segment_t *abandoned_take(segment_kind kind, int node) {
 
 page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
     int node = opt(STRATA_OPTION_NUMA) == STRATA_NUMA_LOCAL ? os_numa_current_node() : 0;
-    heap->numa_node = node;
     for (;;) {
         /* Segments with free pages are kept at the front of the list. */
         for (segment_t *s = heap->segments[kind]; s && s->used_pages < s->page_count; s = s->next) {
