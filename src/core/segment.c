@@ -161,6 +161,26 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     return seg;
 }
 
+/* Gives an unowned segment back to the OS; returns the committed bytes
+ * that went with it.  Its chunk is cleared from the map first, so nothing
+ * can take the address for Strata's before it is unmapped. */
+static size_t segment_unmap(segment_t *seg) {
+    size_t committed = SEGMENT_HEADER_SIZE;
+    for (uint32_t i = 0; i < seg->page_count; i++) {
+        if (!seg->pages[i].is_zero) {
+            uint8_t *a;
+            committed += page_area(seg, &seg->pages[i], &a);
+        }
+    }
+    segmap_set(seg, SEGMENT_SIZE, SEGMAP_NONE);
+    if (seg->check_bits) os_free((void *)seg->check_bits, SEGMENT_SIZE / 64);
+    stat_sub(&stats.committed, committed);
+    stat_sub(&stats.reserved, SEGMENT_SIZE);
+    stat_add(&stats.purged, committed);
+    os_free(seg, SEGMENT_SIZE);
+    return committed;
+}
+
 /* The segment holds no page in use: cache it or unmap it.  Returns the
  * committed bytes unmapped (0 when cached). */
 static size_t segment_release(heap_t *heap, segment_t *seg) {
@@ -176,20 +196,7 @@ static size_t segment_release(heap_t *heap, segment_t *seg) {
         return 0;
     }
     pthread_mutex_unlock(&cache_lock);
-    segmap_set(seg, SEGMENT_SIZE, SEGMAP_NONE);
-    size_t committed = SEGMENT_HEADER_SIZE;
-    for (uint32_t i = 0; i < seg->page_count; i++) {
-        if (!seg->pages[i].is_zero) {
-            uint8_t *a;
-            committed += page_area(seg, &seg->pages[i], &a);
-        }
-    }
-    if (seg->check_bits) os_free((void *)seg->check_bits, SEGMENT_SIZE / 64);
-    stat_sub(&stats.committed, committed);
-    stat_sub(&stats.reserved, SEGMENT_SIZE);
-    stat_add(&stats.purged, committed);
-    os_free(seg, SEGMENT_SIZE);
-    return committed;
+    return segment_unmap(seg);
 }
 
 /* Takes over an abandoned segment: its pages join heap's queues. */
@@ -353,20 +360,7 @@ size_t segment_cache_release(bool all) {
     pthread_mutex_unlock(&cache_lock);
     for (segment_t *s = victims, *next; s; s = next) {
         next = s->next;
-        size_t committed = SEGMENT_HEADER_SIZE;
-        for (uint32_t i = 0; i < s->page_count; i++) {
-            if (!s->pages[i].is_zero) {
-                uint8_t *a;
-                committed += page_area(s, &s->pages[i], &a);
-            }
-        }
-        segmap_set(s, SEGMENT_SIZE, SEGMAP_NONE);
-        if (s->check_bits) os_free((void *)s->check_bits, SEGMENT_SIZE / 64);
-        stat_sub(&stats.committed, committed);
-        stat_sub(&stats.reserved, SEGMENT_SIZE);
-        stat_add(&stats.purged, committed);
-        bytes += committed;
-        os_free(s, SEGMENT_SIZE);
+        bytes += segment_unmap(s);
     }
     return bytes;
 }
