@@ -3,6 +3,7 @@
  * a page with room (the heart of malloc's generic path).
  */
 #include "internal.h"
+#include "onnode.h"
 
 #include <sched.h>
 
@@ -120,10 +121,43 @@ static inline bool page_has_remote(const page_t *page) {
     return (atomic_load_explicit(&page->thread_free, memory_order_relaxed) & ~(uintptr_t)3) != 0;
 }
 
+/* A parked page (see page_park) is watched like a full one: the next remote
+ * free hands its block to the heap, which collects the page again, so the
+ * page is given back when its last block comes home. */
+static void page_watch(page_t *page) {
+    for (;;) {
+        page_set_delay(page, DELAY_USE, false);
+        if (!page_has_remote(page)) return;
+        page_set_delay(page, DELAY_NORMAL, false);
+        page_collect(page);
+    }
+}
+
+/* A page on another NUMA node than the heap's (its thread moved to another
+ * node): no more blocks come from it.  It waits in the full queue for its
+ * blocks to be freed, or goes back to its segment at once if empty. */
+static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
+    page_queue_remove(q, page);
+    page_watch(page);
+    if (page->used == 0) {
+        page_set_delay(page, DELAY_NORMAL, false);
+        segment_page_free(heap, page);
+    } else {
+        page_flags_add(page, PAGE_FULL);
+        page_queue_push_back(&heap->queues[QUEUE_FULL], page);
+    }
+    heap_direct_update(heap, page->class_idx);
+}
+
 /* A page left the full queue: blocks were freed into it.  It goes to the
  * back of its class queue, so it gathers more frees before it is used again
  * (at the front it would serve one malloc and be full again). */
 void page_unfull(heap_t *heap, page_t *page) {
+    if (unlikely(numa_misplaced(numa_heap_node(heap), page))) {   /* parked: stays */
+        page_collect(page);
+        page_watch(page);
+        return;
+    }
     page_queue_remove(&heap->queues[QUEUE_FULL], page);
     page_flags_clear(page, PAGE_FULL);
     page_set_delay(page, DELAY_NORMAL, false);
@@ -157,10 +191,16 @@ void page_retire(heap_t *heap, page_t *page) {
  * Pages found full on the way go to the full queue. */
 page_t *page_find_free(heap_t *heap, uint32_t cls) {
     page_queue_t *q = &heap->queues[cls];
+    int node = numa_heap_node(heap);
     page_t *page = q->first;
     while (page) {
         page_t *next = page->next;
         page_collect(page);
+        if (unlikely(numa_misplaced(node, page))) {
+            page_park(heap, q, page);
+            page = next;
+            continue;
+        }
         if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
         if (page->free) {
             if (page != q->first) {

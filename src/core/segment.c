@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../large/large.h"
+#include "onnode.h"
 #include "../stats/stats.h"
 
 #define SEGMENT_CACHE_MAX 16   /* empty segments kept for reuse (64 MiB of address space) */
@@ -107,13 +108,6 @@ static void advise_huge(segment_t *seg, segment_kind kind) {
     }
 }
 
-static void numa_place(segment_t *seg, int node) {
-    long mode = opt(STRATA_OPTION_NUMA);
-    if (mode == STRATA_NUMA_OFF || os_numa_node_count() <= 1) return;
-    if (mode == STRATA_NUMA_INTERLEAVE) os_numa.interleave(seg, SEGMENT_SIZE);
-    else os_numa.bind(seg, SEGMENT_SIZE, node);
-}
-
 static segment_t *segment_from_cache(int node) {
     if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;   /* a stale miss only costs a fresh map */
     pthread_mutex_lock(&cache_lock);
@@ -139,7 +133,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         }
         stat_add(&stats.reserved, SEGMENT_SIZE);
         stat_add(&stats.committed, SEGMENT_HEADER_SIZE);
-        numa_place(seg, node);
+        numa_place_segment(seg, SEGMENT_SIZE, node);
         seg->huge = 0;
         segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT);
         segment_setup(seg, kind, node);
@@ -240,7 +234,7 @@ static segment_t *abandoned_take(segment_kind kind, int node) {
 }
 
 page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
-    int node = opt(STRATA_OPTION_NUMA) == STRATA_NUMA_LOCAL ? os_numa_current_node() : 0;
+    int node = numa_heap_node(heap);
     for (;;) {
         /* Segments with free pages are kept at the front of the list. */
         for (segment_t *s = heap->segments[kind]; s && s->used_pages < s->page_count; s = s->next) {
@@ -384,7 +378,8 @@ void segment_abandon(heap_t *heap, segment_t *seg) {
 bool segment_reclaim_for_free(heap_t *heap, segment_t *seg) {
     bool taken = false;
     pthread_mutex_lock(&abandoned_lock);
-    if (atomic_load_explicit(&seg->owner, memory_order_acquire) == NULL) {
+    /* A segment of another node waits for a heap of its node (abandoned_take). */
+    if (atomic_load_explicit(&seg->owner, memory_order_acquire) == NULL && !numa_misplaced(numa_heap_node(heap), &seg->pages[0])) {
         for (segment_t *s = abandoned_list; s; s = s->next)
             if (s == seg) { taken = true; break; }
         if (taken) { list_remove(&abandoned_list, seg); abandoned_count--; }

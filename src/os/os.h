@@ -41,11 +41,23 @@ typedef struct os_numa_ops_s {
     int (*bind)(void *addr, size_t size, int node);   /* mbind MPOL_PREFERRED */
     int (*interleave)(void *addr, size_t size);       /* mbind MPOL_INTERLEAVE */
 } os_numa_ops;
+/* The real ops leave memory alone (EPERM) when the calling thread has a
+ * memory policy of its own (numactl --membind/--interleave, set_mempolicy),
+ * and never bind to a node outside the cpuset (EINVAL). */
 extern os_numa_ops os_numa;          /* the ops in force (default: real syscalls) */
 extern const os_numa_ops os_numa_linux;
 int os_numa_node_count(void);        /* cached */
 int os_numa_current_node(void);      /* 0 on a single-node machine, without a syscall */
 void os_numa_reset(void);            /* forget cached topology (tests) */
+/* 1 if the process may place memory on node: a node of this machine, in
+ * its cpuset, and in its memory policy's nodes if that policy is bind. */
+int os_numa_node_usable(int node);
+/* Bind, migrating pages already resident elsewhere (MPOL_MF_MOVE); with a
+ * test's faked ops, their bind.  0 on one node. */
+int os_numa_bind_move(void *addr, size_t size, int node);
+/* Where each page is (move_pages query): nodes[i] is a node or -errno
+ * (-ENOENT: not resident).  Returns 0 or errno. */
+int os_numa_pages_nodes(void *const *pages, int count, int *nodes);
 
 /* Monotonic milliseconds (cheap: vDSO, coarse clock). */
 uint64_t os_now_ms(void);
