@@ -39,9 +39,10 @@ int numa_heap_node(const heap_t *heap) {
     return os_numa_current_node();
 }
 
-void numa_place_segment(void *addr, size_t size, int node) {
+void numa_place_segment(const heap_t *heap, void *addr, size_t size, int node) {
     if (os_numa_node_count() <= 1) return;
-    if (node >= 0) os_numa.bind(addr, size, node);
+    if (node_heap_index(heap) >= 0) os_numa_bind_ex(addr, size, node, OS_NUMA_EXPLICIT);
+    else if (node >= 0) os_numa.bind(addr, size, node);
     else if (opt(STRATA_OPTION_NUMA) == STRATA_NUMA_INTERLEAVE) os_numa.interleave(addr, size);
 }
 

@@ -15,7 +15,7 @@ static inline bool numa_misplaced(int want, const page_t *page) {
     return want >= 0 && segment_of(page)->numa_node != want;
 }
 
-/* Places a new segment's range for node (-1: as STRATA_NUMA says). */
-void numa_place_segment(void *addr, size_t size, int node);
+/* Places a new segment of heap for node (-1: as STRATA_NUMA says). */
+void numa_place_segment(const heap_t *heap, void *addr, size_t size, int node);
 
 #endif

@@ -133,7 +133,6 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         }
         stat_add(&stats.reserved, SEGMENT_SIZE);
         stat_add(&stats.committed, SEGMENT_HEADER_SIZE);
-        numa_place_segment(seg, SEGMENT_SIZE, node);
         seg->huge = 0;
         segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT);
         segment_setup(seg, kind, node);
@@ -149,6 +148,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
             if (!seg->pages[i].is_zero) page_purge(seg, &seg->pages[i]);
         segment_setup(seg, kind, node);
     }
+    numa_place_segment(heap, seg, SEGMENT_SIZE, node);   /* again if cached: the policy may have changed */
     advise_huge(seg, kind);
     atomic_store_explicit(&seg->owner, heap, memory_order_release);
     stat_add_peak(&stats.segments, &stats.segments_peak, 1);

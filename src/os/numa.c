@@ -19,6 +19,7 @@
 #define MPOL_INTERLEAVE 3
 #define MPOL_MODE_MASK 0xff          /* the mode without MPOL_F_STATIC_NODES & co */
 #define MPOL_MF_MOVE (1u << 1)
+_Static_assert(OS_NUMA_EXPLICIT != MPOL_MF_MOVE, "flag bits overlap");
 #define MPOL_F_MEMS_ALLOWED (1u << 2)
 #define MAX_NODES 1024
 #define MASK_WORDS (MAX_NODES / (8 * sizeof(unsigned long)))
@@ -89,8 +90,12 @@ static int mbind_nodes(void *addr, size_t size, int mode, const nodemask *m, uns
  * outside the cpuset is never asked for. */
 static int bind_checked(void *addr, size_t size, int node, unsigned flags) {
     if (node < 0 || node >= MAX_NODES) return EINVAL;
-    nodemask own;
-    if (thread_policy(&own) != MPOL_DEFAULT) return EPERM;
+    nodemask own = {{0}};
+    int policy = thread_policy(&own);
+    /* An explicit request (strata_malloc_onnode) overrides all but a bind policy. */
+    if (policy != MPOL_DEFAULT && !(flags & OS_NUMA_EXPLICIT)) return EPERM;
+    if (policy == MPOL_BIND && !mask_has(&own, node)) return EINVAL;
+    flags &= ~(unsigned)OS_NUMA_EXPLICIT;
     nodemask m = {{0}};
     if (mems_allowed(&m) && !mask_has(&m, node)) return EINVAL;
     memset(&m, 0, sizeof m);
@@ -110,9 +115,6 @@ static int linux_interleave(void *addr, size_t size) {
     return mbind_nodes(addr, size, MPOL_INTERLEAVE, &m, 0);
 }
 
-/* Resident pages elsewhere are migrated (MPOL_MF_MOVE): the range may be
- * reused memory another node's thread touched. */
-static int linux_bind_move(void *addr, size_t size, int node) { return bind_checked(addr, size, node, MPOL_MF_MOVE); }
 
 int os_numa_pages_nodes(void *const *pages, int count, int *nodes) {
     long r = syscall(SYS_move_pages, 0, (unsigned long)count, pages, NULL, nodes, 0);
@@ -144,7 +146,8 @@ void os_numa_reset(void) {
     atomic_store_explicit(&node_count_cache, 0, memory_order_relaxed);
 }
 
-int os_numa_bind_move(void *addr, size_t size, int node) {
+int os_numa_bind_ex(void *addr, size_t size, int node, unsigned how) {
     if (os_numa_node_count() <= 1) return 0;
-    return os_numa.bind == linux_bind ? linux_bind_move(addr, size, node) : os_numa.bind(addr, size, node);
+    if (os_numa.bind != linux_bind) return os_numa.bind(addr, size, node);
+    return bind_checked(addr, size, node, ((how & OS_NUMA_MOVE) ? MPOL_MF_MOVE : 0) | (how & OS_NUMA_EXPLICIT));
 }

@@ -52,9 +52,12 @@ void os_numa_reset(void);            /* forget cached topology (tests) */
 /* 1 if the process may place memory on node: a node of this machine, in
  * its cpuset, and in its memory policy's nodes if that policy is bind. */
 int os_numa_node_usable(int node);
-/* Bind, migrating pages already resident elsewhere (MPOL_MF_MOVE); with a
- * test's faked ops, their bind.  0 on one node. */
-int os_numa_bind_move(void *addr, size_t size, int node);
+/* Bind with options: OS_NUMA_MOVE migrates pages already resident
+ * elsewhere (MPOL_MF_MOVE); OS_NUMA_EXPLICIT is a caller's explicit request
+ * (strata_malloc_onnode), which overrides the thread's own policy unless
+ * that is bind.  With a test's faked ops: their bind.  0 on one node. */
+enum { OS_NUMA_MOVE = 1, OS_NUMA_EXPLICIT = 16 };
+int os_numa_bind_ex(void *addr, size_t size, int node, unsigned how);
 /* Where each page is (move_pages query): nodes[i] is a node or -errno
  * (-ENOENT: not resident).  Returns 0 or errno. */
 int os_numa_pages_nodes(void *const *pages, int count, int *nodes);
