@@ -6,7 +6,7 @@ PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build test bench install clean deps-test deps-bench
+.PHONY: all build test test-numa bench install clean deps-test deps-bench
 
 all: build
 
@@ -24,6 +24,10 @@ deps-bench:
 
 test: deps-test build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# NUMA placement in a two-node qemu guest (also part of `make test`).
+test-numa: deps-test build
+	tests/numa/test-numa.sh $(BUILD)
 
 bench: deps-bench build
 	bench/run-bench --build $(BUILD) $(if $(QUICK),--quick)
