@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,44 +149,37 @@ static int policy_at(const void *p) {
 
 /* ---- checks ---- */
 
+#define SPREAD (-1)
+static void expect_placed(const char *mode, const char *what, const tally *t, int want) {
+    char label[128];
+    snprintf(label, sizeof label, "%s, %s", mode, what);
+    if (want == SPREAD) expect_spread(label, t);
+    else expect_all_on(label, t, want);
+}
+
 /* STRATA_NUMA=local|interleave|off (argument: the mode in force): blocks
  * allocated and first touched by a thread on node 1, and blocks allocated
  * there but first touched on node 0. */
 static void check_place(const char *mode) {
     static blocks b, c;
+    bool local = !strcmp(mode, "local"), interleave = !strcmp(mode, "interleave");
     tally s, l;
     on_node(1, alloc_touch_blocks, &b);
     tally_blocks(&b, &s, &l);
-    if (!strcmp(mode, "local")) {
-        expect_all_on("local, small", &s, 1);
-        expect_all_on("local, large", &l, 1);
-    } else if (!strcmp(mode, "interleave")) {
-        expect_spread("interleave, small", &s);
-        expect_spread("interleave, large", &l);
-    } else {
-        /* off: first touch on node 1 and no policy of Strata's on the memory */
-        expect_all_on("off, small", &s, 1);
-        expect_all_on("off, large", &l, 1);
+    /* off: first touch on node 1 */
+    expect_placed(mode, "small", &s, interleave ? SPREAD : 1);
+    expect_placed(mode, "large", &l, interleave ? SPREAD : 1);
+    if (!local && !interleave)
         CHECK(policy_at(b.small[0]) == 0 && policy_at(b.large) == 0, "off: Strata set a memory policy (%d, %d)",
               policy_at(b.small[0]), policy_at(b.large));
-    }
-    /* Allocated on node 1, first touched on node 0: the kernel's choice
-     * under off, Strata's (node 1) under local. */
+    /* Allocated on node 1, first touched on node 0: Strata's choice (node 1)
+     * under local, the kernel's under off.  Carving a page writes its free
+     * list, so the allocating thread made the first touch of small blocks. */
     on_node(1, alloc_blocks, &c);
     on_node(0, touch_blocks, &c);
     tally_blocks(&c, &s, &l);
-    if (!strcmp(mode, "local")) {
-        expect_all_on("local, touched on node 0: small", &s, 1);
-        expect_all_on("local, touched on node 0: large", &l, 1);
-    } else if (!strcmp(mode, "interleave")) {
-        expect_spread("interleave, touched on node 0: small", &s);
-        expect_spread("interleave, touched on node 0: large", &l);
-    } else {
-        /* Carving a page writes its free list: the allocating thread made
-         * the first touch of small blocks' pages. */
-        expect_all_on("off, touched on node 0: small", &s, 1);
-        expect_all_on("off, touched on node 0: large", &l, 0);
-    }
+    expect_placed(mode, "touched on node 0: small", &s, interleave ? SPREAD : 1);
+    expect_placed(mode, "touched on node 0: large", &l, interleave ? SPREAD : local ? 1 : 0);
     on_node(1, free_blocks, &b);
     on_node(1, free_blocks, &c);
 }
