@@ -121,24 +121,22 @@ static inline bool page_has_remote(const page_t *page) {
     return (atomic_load_explicit(&page->thread_free, memory_order_relaxed) & ~(uintptr_t)3) != 0;
 }
 
-/* A parked page (see page_park) is watched like a full one: the next remote
- * free hands its block to the heap, which collects the page again, so the
- * page is given back when its last block comes home. */
-static void page_watch(page_t *page) {
+/* A page on another NUMA node than the heap's (its thread moved to another
+ * node): no block comes from it while it is so.  It waits in the full queue
+ * for its blocks to be freed (a free may bring it back to its class queue,
+ * at the back, and the next search parks it again), or goes back to its
+ * segment at once if empty. */
+static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
+    page_queue_remove(q, page);
+    /* Watched like a full page: the next remote free hands its block to the
+     * heap, so the page is collected again (and parked again, or given back
+     * when its last block comes home). */
     for (;;) {
         page_set_delay(page, DELAY_USE, false);
-        if (!page_has_remote(page)) return;
+        if (!page_has_remote(page)) break;
         page_set_delay(page, DELAY_NORMAL, false);
         page_collect(page);
     }
-}
-
-/* A page on another NUMA node than the heap's (its thread moved to another
- * node): no more blocks come from it.  It waits in the full queue for its
- * blocks to be freed, or goes back to its segment at once if empty. */
-static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
-    page_queue_remove(q, page);
-    page_watch(page);
     if (page->used == 0) {
         page_set_delay(page, DELAY_NORMAL, false);
         segment_page_free(heap, page);
@@ -153,11 +151,6 @@ static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
  * back of its class queue, so it gathers more frees before it is used again
  * (at the front it would serve one malloc and be full again). */
 void page_unfull(heap_t *heap, page_t *page) {
-    if (unlikely(numa_misplaced(numa_heap_node(heap), page))) {   /* parked: stays */
-        page_collect(page);
-        page_watch(page);
-        return;
-    }
     page_queue_remove(&heap->queues[QUEUE_FULL], page);
     page_flags_clear(page, PAGE_FULL);
     page_set_delay(page, DELAY_NORMAL, false);

@@ -99,7 +99,7 @@ timeout "$timeout_s" qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 2 -nodef
 qrc=$?
 set -e
 # The console carries the command's output (and the kernel's, if it panics).
-tr -d '\r' < "$console" | grep -v '^\[' || true
+tr -d '\r' < "$console" | grep -Ev '^\[ *[0-9]+\.[0-9]+\]' || true
 if [ ! -s "$out/.status" ]; then
   echo "guest.sh: the guest did not finish (qemu status $qrc); console in $console" >&2
   exit 1

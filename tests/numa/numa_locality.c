@@ -313,17 +313,21 @@ static void check_purge(void) {
     on_node(1, free_blocks, &b);
 }
 
-/* A thread moves from node 0 to node 1.  The bound: it gets old-node
- * memory only from the page each size class was allocating from when it
- * moved, so at most one page's blocks per class: 64 KiB / 64 B = 1024
- * blocks of 64 bytes; the large tier has no lag. */
+/* A thread moves from node 0 to node 1.  The bound: the only old-node
+ * blocks it still gets are those on the free list of the page each size
+ * class was allocating from when it moved, so at most one page's blocks
+ * per class: 64 KiB / 64 B = 1024 blocks of 64 bytes.  Its other old pages
+ * have free blocks too (half of KEEP blocks freed before the move, a
+ * quarter after it): none of those may come back.  The large tier has no
+ * lag. */
 #define MIGRATE_BOUND 1024
 #define MIGRATE_N 6000
+#define KEEP 4000
 static void *migrating(void *arg) {
     (void)arg;
-    static void *keep[100], *p[MIGRATE_N];
-    for (int i = 0; i < 100; i++) { keep[i] = malloc(64); memset(keep[i], 3, 64); }
-    for (int i = 0; i < 100; i += 2) free(keep[i]);   /* the page has free blocks again */
+    static void *keep[KEEP], *p[MIGRATE_N];
+    for (int i = 0; i < KEEP; i++) { keep[i] = malloc(64); memset(keep[i], 3, 64); }
+    for (int i = 0; i < KEEP; i += 2) free(keep[i]);   /* five pages with free blocks */
     void *big0 = malloc(LARGE);
     memset(big0, 3, LARGE);
     if (pin_to_node(1) != 0) { fprintf(stderr, "FAIL: cannot move to node 1\n"); exit(1); }
@@ -333,7 +337,7 @@ static void *migrating(void *arg) {
         memset(p[i], 4, 64);
         if (node_of_page(p[i]) == 0) { old++; last_old = i; }
         if (i == MIGRATE_N / 2)   /* old blocks freed on the new node must not bring node 0 back */
-            for (int k = 1; k < 100; k += 2) free(keep[k]);
+            for (int k = 1; k < KEEP; k += 4) free(keep[k]);
     }
     printf("migrate: %d of %d allocations after the move were on node 0, the last at #%d (bound %d)\n", old,
            MIGRATE_N, last_old, MIGRATE_BOUND);
@@ -347,6 +351,7 @@ static void *migrating(void *arg) {
     free(big0);
     free(big1);
     for (int i = 0; i < MIGRATE_N; i++) free(p[i]);
+    for (int k = 3; k < KEEP; k += 4) free(keep[k]);
     return NULL;
 }
 static void check_migrate(void) { on_node(0, migrating, NULL); }
