@@ -85,6 +85,7 @@ static void segment_setup(segment_t *seg, segment_kind kind, int node) {
         page_t *pg = &seg->pages[i];
         memset(pg, 0, sizeof *pg);
         pg->index = (uint8_t)i;
+        page_setup_keys(pg);
         page_flags_store(pg, PAGE_UNUSED);
         pg->is_zero = 1;
     }
@@ -372,8 +373,14 @@ void segment_abandon(heap_t *heap, segment_t *seg) {
     }
     list_remove(&heap->segments[seg->kind], seg);
     stat_sub(&stats.segments, 1);
-    atomic_store_explicit(&seg->owner, NULL, memory_order_release);
+    /* The heap struct will be reused: no page may still name it as the
+     * fast path's owner. */
+    for (uint32_t i = 0; i < seg->page_count; i++)
+        atomic_store_explicit(&seg->pages[i].local_heap, NULL, memory_order_relaxed);
     pthread_mutex_lock(&abandoned_lock);
+    /* Owner cleared under the lock: a freeing thread that sees NULL and
+     * takes the lock then finds the segment on the list. */
+    atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     list_push(&abandoned_list, seg);
     abandoned_count++;
     pthread_mutex_unlock(&abandoned_lock);
