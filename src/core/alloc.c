@@ -15,6 +15,7 @@
 static inline void *page_pop(heap_t *heap, page_t *page, size_t size) {
     block_t *b = page->free;
     if (unlikely(!block_link_ok(page, b))) return page_pop_corrupt(heap, page, size);
+    strata_assert(page->used < page->capacity && page_is_block_start(page, b));
     page->free = block_next(page, b);
     b->check = 0;                  /* a live block never looks free */
     page->used++;

@@ -30,6 +30,7 @@ void strata_free(void *p) {
     block_t *b = (block_t *)((uintptr_t)p & ~(uintptr_t)15);
     if (likely((atomic_load_explicit(&page->local_heap, memory_order_relaxed) == heap) &
                page_is_block_start(page, p) & !block_link_ok(page, b))) {
+        strata_assert(page->used > 0);
         block_set_next(page, b, page->local_free);
         page->local_free = b;
         heap->stat_free[page->class_idx]++;

@@ -56,6 +56,7 @@ static heap_t *heap_struct_alloc(void) {
  * fast path finds it in one load; sizes the fast path must not serve
  * (large-tier sizes, check mode) keep the empty page. */
 void heap_direct_update(heap_t *heap, uint32_t cls) {
+    strata_assert(cls >= 1 && cls <= CLASS_COUNT);
     page_t *page = heap->queues[cls].first;
     if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD)) page = &page_empty;
     heap->class_page[cls] = page;

@@ -21,6 +21,14 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define noinline __attribute__((noinline))
 
+/* Internal invariants: checked in the debug build (make debug, STRATA_DEBUG),
+ * free in a release build. */
+#if defined(STRATA_DEBUG)
+#define strata_assert(c) ((c) ? (void)0 : strata_fatal("assertion failed: %s (%s:%d)", #c, __FILE__, __LINE__))
+#else
+#define strata_assert(c) ((void)0)
+#endif
+
 #if defined(STRATA_NO_OVERRIDE)
 #define STRATA_TLS __thread
 #else
@@ -281,6 +289,10 @@ void segment_fork_prepare(void);
 void segment_fork_parent(void);
 void segment_fork_child(void);
 bool segment_check_toggle_free(segment_t *seg, const void *block, bool freeing);
+size_t segment_check_abandoned(void);
+
+/* check.c */
+size_t segment_check(const segment_t *seg, const heap_t *owner);
 
 /* alloc.c / free.c */
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);

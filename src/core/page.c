@@ -61,6 +61,7 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     page->class_idx = (uint8_t)cls;
     page->reserved = (uint32_t)(page_bytes / page->block_size);
     page->div_c = UINT64_MAX / page->block_size + 1;
+    strata_assert(page->reserved > 0);
     page->capacity = 0;
     page->span = 0;
     page->used = 0;
@@ -273,6 +274,7 @@ void page_unfull(heap_t *heap, page_t *page) {
  * unmap) and heap_retire_expired gives it back later; otherwise it goes
  * back to its segment now. */
 void page_retire(heap_t *heap, page_t *page) {
+    strata_assert(page->used == 0 && page_check(page, true) == 0);
     page_queue_t *q = (page_flags(page) & PAGE_FULL) ? &heap->queues[QUEUE_FULL] : &heap->queues[page->class_idx];
     if (!(page_flags(page) & PAGE_FULL) && q->first == page && q->last == page) {
         long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);

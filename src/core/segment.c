@@ -250,6 +250,7 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
                 page_t *page = &s->pages[i];
                 if (!(page_flags(page) & PAGE_UNUSED)) continue;
                 s->used_pages++;
+                strata_assert(s->used_pages <= s->page_count);
                 if (s->used_pages == s->page_count && s->next) {
                     list_remove(&heap->segments[kind], s);
                     list_push_back(&heap->segments[kind], s);
@@ -278,6 +279,7 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
 /* Marks a page unused (to be purged after the delay); the caller decides
  * what happens to the segment. */
 static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
+    strata_assert(seg->used_pages > 0 && !(page_flags(page) & PAGE_UNUSED));
     page_flags_store(page, PAGE_UNUSED);
     page->block_size = 0;
     page->free = page->local_free = NULL;
@@ -411,6 +413,24 @@ bool segment_check_toggle_free(segment_t *seg, const void *block, bool freeing) 
     _Atomic(uint8_t) *byte = &seg->check_bits[bit >> 3];
     if (freeing) return (atomic_fetch_and_explicit(byte, (uint8_t)~mask, memory_order_relaxed) & mask) != 0;
     return (atomic_fetch_or_explicit(byte, mask, memory_order_relaxed) & mask) == 0;
+}
+
+/* strata_heap_check's view of the abandoned list: each segment's pages are
+ * checked under the lock (no thread owns them). */
+size_t segment_check_abandoned(void) {
+    size_t problems = 0, n = 0;
+    pthread_mutex_lock(&abandoned_lock);
+    for (segment_t *s = abandoned_list; s; s = s->next) {
+        if (++n > abandoned_count) {
+            strata_message("strata: heap check: the abandoned list holds more than its %u segments\n",
+                           (unsigned)abandoned_count);
+            problems++;
+            break;
+        }
+        problems += segment_check(s, NULL);
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+    return problems;
 }
 
 void segment_fork_prepare(void) {
