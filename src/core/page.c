@@ -18,6 +18,13 @@ void page_setup_keys(page_t *page) {
 #endif
 }
 
+#if defined(STRATA_SECURE)
+static uint32_t gcd32(uint32_t a, uint32_t b) {
+    while (b) { uint32_t t = a % b; a = b; b = t; }
+    return a;
+}
+#endif
+
 void page_set_span(page_t *page) {
     page->span = page->capacity * page->block_size;
 }
@@ -89,7 +96,7 @@ void page_extend(page_t *page) {
     /* Fresh blocks in a random order (a walk with a random odd stride), so
      * where the next block lands cannot be predicted from the last. */
     uint32_t stride = (uint32_t)(os_mix64(strata_secret ^ (uintptr_t)first ^ page->capacity) % n) | 1;
-    while (n % stride == 0 && stride > 1) stride -= 2;   /* coprime with n: every block once */
+    while (gcd32(stride, n) != 1) stride += 2;           /* coprime with n: every block once */
     for (uint32_t i = 0, k = 0; i < n; i++, k = (k + stride) % n) {
         block_t *b = (block_t *)(first + (size_t)k * bs);
         block_set_next(page, b, head);

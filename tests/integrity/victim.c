@@ -29,18 +29,18 @@ static void *twice_in_thread(void *p) {
     return NULL;
 }
 
-/* Two neighbours a, b of the same class, b right after a. */
+/* Two live neighbours a, b of the same class, b right after a (the
+ * hardened build hands fresh blocks out in a random order, so search). */
 static void adjacent_pair(size_t size, char **a, char **b) {
-    char *prev = malloc(size);
-    for (int i = 0; i < 10000; i++) {
-        char *q = malloc(size);
-        if (q == prev + size) {
-            *a = prev;
-            *b = q;
-            return;
-        }
-        prev = q;
-    }
+    static char *got[1024];
+    for (int i = 0; i < 1024; i++) got[i] = malloc(size);
+    for (int i = 0; i < 1024; i++)
+        for (int j = 0; j < 1024; j++)
+            if (got[j] == got[i] + size) {
+                *a = got[i];
+                *b = got[j];
+                return;
+            }
     fprintf(stderr, "victim: no adjacent pair\n");
     exit(2);
 }
