@@ -17,19 +17,15 @@ static void free_foreign(void *p, const char *call);
  * flag set" (local_heap); one multiply that p starts a carved block; one
  * compare that it does not already look free (block_t).  Anything else,
  * including every error, takes the generic path. */
-void strata_free(void *p) {
-    if (unlikely(segmap_lookup(p) != SEGMAP_SEGMENT)) {
-        if (p) free_foreign(p, "free()");
-        return;
-    }
-    segment_t *seg = segment_of(p);
-    page_t *page = page_of(seg, p);
+/* (Two plain stores for the link words: vectorizing them costs more.) */
+__attribute__((optimize("no-tree-slp-vectorize"))) void strata_free(void *p) {
+    page_t *page = pagemap_page(p);          /* page_foreign for anything not ours */
     heap_t *heap = tls_heap;
-    /* Blocks start 16-byte aligned: reading the words at p rounded down
-     * never leaves the segment, even for a bad p near its end. */
-    block_t *b = (block_t *)((uintptr_t)p & ~(uintptr_t)15);
-    if (likely((atomic_load_explicit(&page->local_heap, memory_order_relaxed) == heap) &
-               page_is_block_start(page, p) & !block_link_ok(page, b))) {
+    block_t *b = p;
+    /* Owner, then a block start of the page (only then are the block's
+     * words read), then not already free. */
+    if (likely(atomic_load_explicit(&page->local_heap, memory_order_relaxed) == heap) &&
+        likely(page_is_block_start(page, p)) && likely(!block_link_ok(page, b))) {
         strata_assert(page->used > 0);
         block_set_next(page, b, page->local_free);
         page->local_free = b;
@@ -79,7 +75,8 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
         strata_report(call, "invalid pointer", p, "not in a block in use");
         return NULL;
     }
-    if ((const uint8_t *)p < page->start || (uintptr_t)p - (uintptr_t)page->start >= page->span) {
+    if ((const uint8_t *)p < page->start ||
+        (uintptr_t)p - (uintptr_t)page->start >= __atomic_load_n(&page->span, __ATOMIC_RELAXED)) {
         strata_report(call, "invalid pointer", p, "not a block of its page");
         return NULL;
     }

@@ -15,6 +15,7 @@
 #include "../stats/stats.h"
 
 page_t page_empty = {.flags = PAGE_UNUSED};
+
 /* Every thread starts on this heap: its direct pages are empty, so the first
  * malloc takes the generic path, which creates the thread's own heap.  It is
  * initialised statically because malloc may run before any constructor. */

@@ -177,6 +177,8 @@ static inline page_t *page_of(segment_t *s, const void *p) {
     return &s->pages[((uintptr_t)p - (uintptr_t)s) >> s->page_shift];
 }
 
+#include "pagemap.h"
+
 /* ---- Free-list links (see block_t) ---------------------------------------- */
 #if defined(STRATA_SECURE)
 #define PAGE_LINK_KEY(page) ((page)->link_key)
@@ -196,10 +198,11 @@ static inline bool block_link_ok(const page_t *page, const block_t *b) {
     return (b->link ^ PAGE_LINK_KEY(page) ^ page->key) == b->check;
 }
 /* p is the start of a block carved from the page: in range, on a boundary
- * (Lemire's divisibility test: n % d == 0 iff n * ceil(2^64/d) <= ceil(2^64/d) - 1). */
+ * (Lemire's divisibility test: n % d == 0 iff n * ceil(2^64/d) mod 2^64 < ceil(2^64/d)). */
 static inline bool page_is_block_start(const page_t *page, const void *p) {
     uintptr_t off = (uintptr_t)p - (uintptr_t)page->start;
-    return off < page->span && (uint64_t)(uint32_t)off * page->div_c <= page->div_c - 1;
+    /* span grows while other threads may free into the page: relaxed (a plain load) */
+    return off < __atomic_load_n(&page->span, __ATOMIC_RELAXED) && (uint64_t)(uint32_t)off * page->div_c < page->div_c;
 }
 
 /* ---- Heaps ---------------------------------------------------------------

@@ -26,7 +26,7 @@ static uint32_t gcd32(uint32_t a, uint32_t b) {
 #endif
 
 void page_set_span(page_t *page) {
-    page->span = page->capacity * page->block_size;
+    __atomic_store_n(&page->span, page->capacity * page->block_size, __ATOMIC_RELAXED);
 }
 
 void page_queue_push_front(page_queue_t *q, page_t *page) {
@@ -70,7 +70,7 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     page->div_c = UINT64_MAX / page->block_size + 1;
     strata_assert(page->reserved > 0);
     page->capacity = 0;
-    page->span = 0;
+    __atomic_store_n(&page->span, 0, __ATOMIC_RELAXED);
     page->used = 0;
     page->lost = 0;
     page->free = page->local_free = NULL;

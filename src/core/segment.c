@@ -126,6 +126,11 @@ static segment_t *segment_from_cache(int node) {
     return found;
 }
 
+static page_t *segment_page_at(const void *seg, size_t granule) {
+    segment_t *s = (segment_t *)seg;
+    return &s->pages[(granule << PAGEMAP_GRANULE_SHIFT) >> s->page_shift];
+}
+
 static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     segment_t *seg = segment_from_cache(node);
     if (!seg) {
@@ -142,8 +147,14 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         stat_add(&stats.committed, SEGMENT_HEADER_SIZE);
         numa_place(seg, node);
         seg->huge = 0;
-        segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT);
         segment_setup(seg, kind, node);
+        if (pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg) != 0) {
+            os_free(seg, SEGMENT_SIZE);
+            stat_sub(&stats.reserved, SEGMENT_SIZE);
+            stat_sub(&stats.committed, SEGMENT_HEADER_SIZE);
+            return NULL;
+        }
+        segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT);
     } else if (seg->kind == (uint32_t)kind) {
         /* same geometry: each page keeps its purge state */
         uint8_t zero[SEGMENT_MAX_PAGES];
@@ -155,6 +166,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         for (uint32_t i = 0; i < seg->page_count; i++)
             if (!seg->pages[i].is_zero) page_purge(seg, &seg->pages[i]);
         segment_setup(seg, kind, node);
+        pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg);   /* tables exist: cannot fail */
     }
     advise_huge(seg, kind);
     atomic_store_explicit(&seg->owner, heap, memory_order_release);
@@ -174,6 +186,7 @@ static size_t segment_unmap(segment_t *seg) {
         }
     }
     segmap_set(seg, SEGMENT_SIZE, SEGMAP_NONE);
+    pagemap_clear(seg, SEGMENT_SIZE);
     if (seg->check_bits) os_free((void *)seg->check_bits, SEGMENT_SIZE / 64);
     stat_sub(&stats.committed, committed);
     stat_sub(&stats.reserved, SEGMENT_SIZE);
