@@ -56,7 +56,7 @@ static void free_remote(page_t *page, block_t *b) {
     heap_t *heap = atomic_load_explicit(&page->heap, memory_order_acquire);
     block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
     do {
-        block_set_next(page, b, head);
+        block_set_next_delayed(page, b, head);
     } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
                                                     memory_order_relaxed));
     tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
@@ -75,15 +75,18 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
         strata_report(call, "invalid pointer", p, "not in a block in use");
         return NULL;
     }
-    if ((const uint8_t *)p < page->start ||
-        (uintptr_t)p - (uintptr_t)page->start >= __atomic_load_n(&page->span, __ATOMIC_RELAXED)) {
-        strata_report(call, "invalid pointer", p, "not a block of its page");
-        return NULL;
-    }
-    block_t *b = page_block_start(page, p);
-    if (b != (const block_t *)p && !(flags & PAGE_ALIGNED)) {
-        strata_report(call, "invalid pointer", p, "inside a block");
-        return NULL;
+    block_t *b = (block_t *)p;
+    if (unlikely(!page_is_block_start(page, p))) {     /* (no division on the common path) */
+        if ((const uint8_t *)p < page->start ||
+            (uintptr_t)p - (uintptr_t)page->start >= __atomic_load_n(&page->span, __ATOMIC_RELAXED)) {
+            strata_report(call, "invalid pointer", p, "not a block of its page");
+            return NULL;
+        }
+        if (!(flags & PAGE_ALIGNED)) {
+            strata_report(call, "invalid pointer", p, "inside a block");
+            return NULL;
+        }
+        b = page_block_start(page, p);
     }
     if (flags & PAGE_CHECK) {
         if (seg->check_bits && !(atomic_load_explicit(&seg->check_bits[(((uintptr_t)b - (uintptr_t)seg) >> 3) >> 3],
@@ -106,17 +109,23 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
 }
 
 noinline void strata_free_generic(void *p, const char *call) {
-    if (segmap_lookup(p) != SEGMAP_SEGMENT) {
+    page_t *page = pagemap_page(p);          /* names a page only inside size-class segments */
+    if (page == &page_foreign) {
         if (p) free_foreign(p, call);
         return;
     }
     segment_t *seg = segment_of(p);
-    page_t *page = page_of(seg, p);
-    block_t *b = block_find(seg, page, p, call);
-    if (!b) return;
-    if ((page_flags(page) & PAGE_CHECK) && !segment_check_toggle_free(seg, b, true)) {
-        strata_report(call, "double free", p, NULL);
-        return;
+    block_t *b = p;
+    uint8_t flags = page_flags(page);
+    /* The common case here, another thread's block or a full page's: a
+     * live block start, checked inline; anything unusual goes to block_find. */
+    if (unlikely((flags & ~PAGE_FULL) != 0 || !page_is_block_start(page, p) || block_link_ok(page, b))) {
+        b = block_find(seg, page, p, call);
+        if (!b) return;
+        if ((flags & PAGE_CHECK) && !segment_check_toggle_free(seg, b, true)) {
+            strata_report(call, "double free", p, NULL);
+            return;
+        }
     }
     heap_t *heap = tls_heap;
     heap_t *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);

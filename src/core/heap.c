@@ -125,7 +125,7 @@ void heap_collect_delayed(heap_t *heap) {
         page_t *page = NULL;
         if (segmap_lookup(b) == SEGMAP_SEGMENT) page = page_of(segment_of(b), b);
         if (!page || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
-            (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok(page, b)) {
+            (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok_delayed(page, b)) {
             strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
             return;
         }

@@ -197,6 +197,17 @@ static inline block_t *block_next(const page_t *page, const block_t *b) {
 static inline bool block_link_ok(const page_t *page, const block_t *b) {
     return (b->link ^ PAGE_LINK_KEY(page) ^ page->key) == b->check;
 }
+/* Blocks handed to the owner through its heap's delayed list are guarded
+ * with another key, so they do not look free to the owner's double-free
+ * test while they wait there (they are not in the page's lists yet). */
+#define DELAYED_MARK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
+static inline void block_set_next_delayed(const page_t *page, block_t *b, const block_t *next) {
+    b->link = (uintptr_t)next ^ PAGE_LINK_KEY(page);
+    b->check = (uintptr_t)next ^ page->key ^ DELAYED_MARK;
+}
+static inline bool block_link_ok_delayed(const page_t *page, const block_t *b) {
+    return (b->link ^ PAGE_LINK_KEY(page) ^ page->key ^ DELAYED_MARK) == b->check;
+}
 /* p is the start of a block carved from the page: in range, on a boundary
  * (Lemire's divisibility test: n % d == 0 iff n * ceil(2^64/d) mod 2^64 < ceil(2^64/d)). */
 static inline bool page_is_block_start(const page_t *page, const void *p) {

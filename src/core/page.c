@@ -128,11 +128,12 @@ void page_collect(page_t *page) {
         }
         block_t *head = (block_t *)(tf & ~(uintptr_t)3);
         block_t *tail = NULL;
-        uint32_t n = 0;
+        uint32_t n = 0, used = page->used;
+        uintptr_t start = (uintptr_t)page->start, span = page->span;   /* only the owner changes them */
         for (block_t *b = head; b; b = block_next(page, b)) {
             const char *what = NULL;
-            if (n >= page->used) what = "double free";                  /* more frees than blocks out */
-            else if (!page_is_block_start(page, b) || !block_link_ok(page, b)) what = "corrupted free list";
+            if (n >= used) what = "double free";                         /* more frees than blocks out */
+            else if ((uintptr_t)b - start >= span || !block_link_ok(page, b)) what = "corrupted free list";
             if (what) {
                 strata_report("free()", what, b, NULL);
                 /* warn mode: what follows is dropped; those blocks stay
