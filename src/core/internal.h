@@ -91,30 +91,32 @@ enum {
 struct heap_s;
 
 typedef struct page_s {
+    /* What malloc's and free's fast paths touch comes first, together. */
     block_t *free;
     block_t *local_free;
     uintptr_t key;            /* guards links (see block_t); fixed for the segment's life */
-#if defined(STRATA_SECURE)
-    uintptr_t link_key;       /* hardened build: encodes link too */
-#endif
     uint64_t div_c;           /* ceil(2^64 / block_size): block-start test by one multiply */
-    uint32_t span;            /* bytes of the blocks carved so far (capacity * block_size) */
-    uint32_t used;            /* blocks handed out, including ones in thread_free */
-    uint32_t capacity;        /* blocks carved from the page so far */
-    uint32_t reserved;        /* blocks that fit in the page */
-    uint32_t block_size;      /* 0 while unused */
-    uint32_t lost;            /* blocks dropped from a corrupted list (warn mode) */
-    _Atomic(uint8_t) flags;   /* written by the owner only; read by remote frees */
-    uint8_t class_idx;
-    uint8_t index;            /* in the segment */
-    uint8_t is_zero;          /* never-written memory: calloc may skip memset */
+    uint8_t *start;
     /* The owning heap while no flag is set, else NULL: free's fast path
      * needs one compare to know it may push without atomics. */
     _Atomic(struct heap_s *) local_heap;
+    uint32_t span;            /* bytes of the blocks carved so far (capacity * block_size) */
+    uint32_t used;            /* blocks handed out, including ones in thread_free */
+    uint8_t class_idx;
+    _Atomic(uint8_t) flags;   /* written by the owner only; read by remote frees */
+    uint8_t index;            /* in the segment */
+    uint8_t is_zero;          /* never-written memory: calloc may skip memset */
+    uint32_t capacity;        /* blocks carved from the page so far */
+    /* The rest is for slow paths. */
+    uint32_t reserved;        /* blocks that fit in the page */
+    uint32_t block_size;      /* 0 while unused */
+    uint32_t lost;            /* blocks dropped from a corrupted list (warn mode) */
+#if defined(STRATA_SECURE)
+    uintptr_t link_key;       /* hardened build: encodes link too */
+#endif
     _Atomic(uintptr_t) thread_free;
     _Atomic(struct heap_s *) heap;
     struct page_s *next, *prev;  /* in a heap queue */
-    uint8_t *start;
     uint64_t purge_at;        /* unused page: when to purge it; kept empty page: when to
                                  give it back (page_retire); 0 = nothing due */
 } page_t;
