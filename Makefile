@@ -6,7 +6,7 @@ PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build test test-numa bench install clean deps-test deps-bench
+.PHONY: all build test test-numa bench install clean deps-test deps-bench debug
 
 all: build
 
@@ -31,6 +31,11 @@ test-numa: deps-test build
 
 bench: deps-bench build
 	bench/run-bench --build $(BUILD) $(if $(QUICK),--quick)
+
+# A build with internal assertions everywhere (STRATA_DEBUG), in build-debug/.
+debug:
+	cmake -S . -B build-debug -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_DEBUG=ON $(CMAKE_FLAGS)
+	cmake --build build-debug -j $(JOBS)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

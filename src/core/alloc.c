@@ -10,9 +10,14 @@
 #include "../large/large.h"
 #include "../stats/stats.h"
 
-static inline void *page_pop(heap_t *heap, page_t *page) {
+/* Pops the page's first free block after checking its link (block_t): a
+ * corrupted link is reported before the block or its successor is used. */
+static inline void *page_pop(heap_t *heap, page_t *page, size_t size) {
     block_t *b = page->free;
-    page->free = b->next;
+    if (unlikely(!block_link_ok(page, b))) return page_pop_corrupt(heap, page, size);
+    strata_assert(page->used < page->capacity && page_is_block_start(page, b));
+    page->free = block_next(page, b);
+    b->check = 0;                  /* a live block never looks free */
     page->used++;
     heap->stat_alloc[page->class_idx]++;
     return b;
@@ -26,7 +31,15 @@ void *strata_malloc(size_t size) {
     if (likely(size <= DIRECT_MAX)) page = heap->direct[(size + 7) >> 3];
     else if (likely(size <= CLASS_MAX_SIZE)) page = heap->class_page[class_of(size)];
     else return strata_malloc_generic(heap, size, false);
-    if (likely(page->free != NULL)) return page_pop(heap, page);
+    if (likely(page->free != NULL)) return page_pop(heap, page, size);
+    return strata_malloc_generic(heap, size, false);
+}
+
+/* A free list's first block has a broken link: a write after free, an
+ * overflow from the block before, or a double free that made a cycle.
+ * Reported; in warn mode the page drops the broken list and malloc goes on. */
+noinline void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size) {
+    page_repair(page, "malloc()", page->free);
     return strata_malloc_generic(heap, size, false);
 }
 
@@ -48,7 +61,11 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
         if (!page) { errno = ENOMEM; return NULL; }
         heap_direct_update(heap, cls);
     }
-    void *p = page_pop(heap, page);
+    if (unlikely(!block_link_ok(page, page->free))) {   /* checked here so calloc's zero survives */
+        page_repair(page, "malloc()", page->free);
+        return strata_malloc_generic(heap, size, zero);
+    }
+    void *p = page_pop(heap, page, size);
     if (unlikely(page_flags(page) & PAGE_CHECK)) {
         if (!segment_check_toggle_free(segment_of(p), p, false))
             strata_fatal("block %p handed out twice (free list corrupted: a write after free?)", p);

@@ -62,6 +62,12 @@ int os_numa_bind_ex(void *addr, size_t size, int node, unsigned how);
  * (-ENOENT: not resident).  Returns 0 or errno. */
 int os_numa_pages_nodes(void *const *pages, int count, int *nodes);
 
+/* A random 64-bit value, never 0 (getrandom, or a clock/address mix where
+ * the kernel lacks it).  Never blocks, never allocates. */
+uint64_t os_random_u64(void);
+/* A 64-bit mixing function (bijective): spreads a key over all bits. */
+uint64_t os_mix64(uint64_t x);
+
 /* Monotonic milliseconds (cheap: vDSO, coarse clock). */
 uint64_t os_now_ms(void);
 
