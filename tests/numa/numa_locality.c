@@ -1,6 +1,6 @@
 /* numa_locality.c — Strata's NUMA placement checked against where the kernel
  * really put the pages (move_pages), on a machine with two nodes or more
- * (the qemu guest of guest.sh; node n is assumed to hold CPU n, as there).
+ * (the qemu guest of guest.sh).
  *
  *   numa_locality CHECK [ARG]
  *
@@ -69,10 +69,24 @@ static int nodes_count(void) {
 
 /* ---- threads on a node ---- */
 
+/* The first CPU of node (from sysfs), or -1. */
+static int cpu_of_node(int node) {
+    char path[80], list[256];
+    snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int cpu = -1;
+    if (fgets(list, sizeof list, f) && sscanf(list, "%d", &cpu) != 1) cpu = -1;
+    fclose(f);
+    return cpu;
+}
+
 static int pin_to_node(int node) {
+    int c = cpu_of_node(node);
+    if (c < 0) return -1;
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(node, &set);
+    CPU_SET(c, &set);
     if (sched_setaffinity(0, sizeof set, &set) != 0) return -1;
     unsigned cpu, n;
     if (getcpu(&cpu, &n) != 0 || (int)n != node) return -1;
