@@ -39,7 +39,8 @@ void *strata_realloc(void *p, size_t size) {
     if (usable == 0) return NULL;
     if (segmap_lookup(p) == SEGMAP_SEGMENT) {
         /* Same class or a shrink to no less than half: keep the block. */
-        if (size <= usable && (size >= usable / 2 || usable <= 16) && (long)size < opt(STRATA_OPTION_LARGE_THRESHOLD))
+        if (!strata_check_mode && size <= usable && (size >= usable / 2 || usable <= 16) &&
+            (long)size < opt(STRATA_OPTION_LARGE_THRESHOLD))
             return p;
     } else if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) {
         void *q = large_resize_in_place(p, size);

@@ -310,6 +310,12 @@ size_t segment_check_abandoned(void);
 /* check.c */
 size_t segment_check(const segment_t *seg, const heap_t *owner);
 
+/* canary.c (STRATA_CHECK=1): CANARY_ROOM bytes more per block */
+#define CANARY_ROOM 5
+void canary_set(page_t *page, block_t *b, size_t end);
+size_t canary_end(page_t *page, block_t *b);
+bool canary_check(page_t *page, block_t *b, const void *p, const char *call);
+
 /* alloc.c / free.c */
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);
 void *strata_malloc_aligned(size_t size, size_t align, bool zero);
