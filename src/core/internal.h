@@ -181,6 +181,23 @@ static inline page_t *page_of(segment_t *s, const void *p) {
 
 #include "pagemap.h"
 
+/* The bytes of a page that hold blocks: page 0 loses the segment header;
+ * in the hardened build the segment's last OS page is a guard page
+ * (PROT_NONE), so an overflow off the end of a segment faults. */
+#if defined(STRATA_SECURE)
+#define SEGMENT_GUARD_SIZE ((size_t)4096)
+#else
+#define SEGMENT_GUARD_SIZE ((size_t)0)
+#endif
+static inline size_t page_area_of(const segment_t *seg, const page_t *page, uint8_t **start) {
+    uint8_t *a = (uint8_t *)seg + ((size_t)page->index << seg->page_shift);
+    size_t n = (size_t)1 << seg->page_shift;
+    if (page->index == 0) { a += SEGMENT_HEADER_SIZE; n -= SEGMENT_HEADER_SIZE; }
+    if (page->index == seg->page_count - 1) n -= SEGMENT_GUARD_SIZE;
+    *start = a;
+    return n;
+}
+
 /* ---- Free-list links (see block_t) ---------------------------------------- */
 #if defined(STRATA_SECURE)
 #define PAGE_LINK_KEY(page) ((page)->link_key)

@@ -112,6 +112,15 @@ int main(int argc, char **argv) {
         ((char *)launder(p))[101] = 1;
         void *r = realloc(p, 300);
         if (r) return 3;
+    } else if (!strcmp(mode, "guard_overflow")) {       /* hardened build: the segment's guard page */
+        char *last = NULL;
+        for (int i = 0; i < 3000 && !last; i++) {
+            char *p = malloc(16000);
+            if (((uintptr_t)p & ((4u << 20) - 1)) > (4u << 20) - 40000) last = p;
+        }
+        if (!last) return 4;
+        say(last);
+        for (size_t i = 0; i < 40000; i++) ((volatile char *)last)[i] = 1;   /* runs off the segment */
     } else if (!strcmp(mode, "arena_null_alloc")) {     /* 6 */
         say(NULL);
         void *x = strata_arena_alloc(launder(NULL), 64, 16);
