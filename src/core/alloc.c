@@ -116,3 +116,6 @@ void *strata_malloc_aligned(size_t size, size_t align, bool zero) {
     if (unlikely(tls_heap == &heap_empty) && !heap_get_or_init()) { errno = ENOMEM; return NULL; }
     return large_alloc(size, align, zero);
 }
+
+STRATA_ALIAS(void *, malloc, (size_t size), strata_malloc);
+STRATA_ALIAS(void *, __libc_malloc, (size_t size), strata_malloc);

@@ -198,3 +198,7 @@ size_t strata_usable_size_of(const void *p) {
     const uint8_t *b = (const uint8_t *)page_block_start(page, p);
     return (size_t)(b + page->block_size - (const uint8_t *)p);
 }
+
+STRATA_ALIAS(void, free, (void *p), strata_free);
+STRATA_ALIAS(void, cfree, (void *p), strata_free);
+STRATA_ALIAS(void, __libc_free, (void *p), strata_free);

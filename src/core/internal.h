@@ -21,6 +21,16 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define noinline __attribute__((noinline))
 
+/* The standard names are aliases of the strata_* functions (the same
+ * symbol, no extra call); declared in the file that defines the target.
+ * The sanitizer variants (STRATA_NO_OVERRIDE) export only strata_* names. */
+#if !defined(STRATA_NO_OVERRIDE)
+#define STRATA_ALIAS(type, name, params, target) \
+    type name params __attribute__((alias(#target), visibility("default"), copy(target)))
+#else
+#define STRATA_ALIAS(type, name, params, target) struct strata_alias_unused_##name
+#endif
+
 /* Internal invariants: checked in the debug build (make debug, STRATA_DEBUG),
  * free in a release build. */
 #if defined(STRATA_DEBUG)

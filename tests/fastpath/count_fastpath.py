@@ -63,6 +63,30 @@ def fast_path(insns, func):
     sys.exit("count_fastpath: no path to ret in " + func)
 
 
+# The standard names must be the same symbols as the strata_* functions
+# (aliases), not wrappers that call them.
+ALIASES = ["malloc", "free", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign",
+           "__libc_malloc", "__libc_free"]
+
+
+def check_aliases(lib):
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+    addr = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            addr[parts[2]] = parts[0]
+    passed = failed = 0
+    for name in ALIASES:
+        target = "strata_" + name.replace("__libc_", "")
+        ok = name in addr and addr.get(name) == addr.get(target)
+        print("%-4s %s is %s" % ("ok" if ok else "FAIL", name, ("an alias of " + target) if ok else
+                                 "not an alias of %s (%s vs %s)" % (target, addr.get(name), addr.get(target))))
+        passed += ok
+        failed += not ok
+    return passed, failed
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -72,7 +96,7 @@ def main():
         name, _, lim = arg.partition("=")
         n, _, b = lim.partition("/")
         limits[name] = (int(n), int(b))
-    failed = passed = 0
+    passed, failed = check_aliases(lib)
     for func, (max_n, max_b) in sorted(limits.items()):
         n, b = fast_path(disassemble(lib, func), func)
         ok = n <= max_n and b <= max_b
