@@ -18,7 +18,7 @@ static void free_foreign(void *p, const char *call);
  * compare that it does not already look free (block_t).  Anything else,
  * including every error, takes the generic path. */
 /* (Two plain stores for the link words: vectorizing them costs more.) */
-__attribute__((optimize("no-tree-slp-vectorize"))) void strata_free(void *p) {
+STRATA_NO_SLP void strata_free(void *p) {
     page_t *page = pagemap_page(p);          /* page_foreign for anything not ours */
     heap_t *heap = tls_heap;
     block_t *b = p;

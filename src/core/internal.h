@@ -20,6 +20,11 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define noinline __attribute__((noinline))
+#if defined(__clang__)
+#define STRATA_NO_SLP
+#else
+#define STRATA_NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
+#endif
 
 /* The standard names are aliases of the strata_* functions (the same
  * symbol, no extra call); declared in the file that defines the target.
