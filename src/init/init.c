@@ -1,46 +1,17 @@
-/* init.c — process start-up: options first (straight from environ, since
- * the first malloc may come before libc's constructors), then the segment
- * map, the thread-exit key, fork handlers and the exit-time statistics.
- * Runs on the first allocation or from the library constructor, whichever
- * comes first, exactly once.
+/* init.c — the library constructor: makes sure the allocator is started
+ * (src/core/process.c; usually the first malloc already did it), gives the
+ * main thread its heap, and adds what needs a working malloc: fork
+ * handlers (pthread_atfork may allocate), the exit-time statistics and the
+ * STRATA_VERBOSE banner.  The constructor runs while the library loads,
+ * before the program's main and before any thread it starts.
  */
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 
 #include "../core/internal.h"
 #include "../stats/stats.h"
 
-_Atomic(bool) strata_ready;
-bool strata_check_mode;
-uint64_t strata_secret;
-
-void heap_init_process(void);
 void fork_handlers_install(void);
-
-static _Atomic int init_state;   /* 0 none, 1 running, 2 done */
-
-void strata_process_init(void) {
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
-        while (atomic_load(&init_state) != 2) sched_yield();
-        return;
-    }
-    options_init();
-    strata_check_mode = opt(STRATA_OPTION_CHECK) != 0;
-    strata_secret = os_random_u64();
-    if (segmap_init() != 0) strata_fatal("cannot map the segment map");
-    heap_init_process();
-    atomic_store_explicit(&strata_ready, true, memory_order_release);
-    atomic_store(&init_state, 2);
-    /* pthread_atfork may call malloc: only now that malloc works. */
-    fork_handlers_install();
-    if (opt(STRATA_OPTION_VERBOSE)) {
-        strata_message("strata: version %d.%d.%d, %d NUMA node(s)\n", STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR,
-                       STRATA_VERSION_PATCH, os_numa_node_count());
-        options_print();
-    }
-}
 
 static void at_exit(void) {
     if (opt(STRATA_OPTION_SHOW_STATS)) stats_print_at_exit();
@@ -49,5 +20,11 @@ static void at_exit(void) {
 __attribute__((constructor(101))) static void strata_constructor(void) {
     if (!atomic_load_explicit(&strata_ready, memory_order_acquire)) strata_process_init();
     heap_get_or_init();     /* the main thread's heap, so its frees are local */
+    fork_handlers_install();
     atexit(at_exit);
+    if (opt(STRATA_OPTION_VERBOSE)) {
+        strata_message("strata: version %d.%d.%d, %d NUMA node(s)\n", STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR,
+                       STRATA_VERSION_PATCH, os_numa_node_count());
+        options_print();
+    }
 }
