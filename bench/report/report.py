@@ -224,6 +224,9 @@ def render(rows, meta, plots):
       "this machine in the run described here; times are wall-clock seconds of the whole program, "
       "peak RSS is the kernel's `ru_maxrss` of the process (MiB), both medians over the runs that "
       "passed their own output check.\n")
+    if meta and meta.get("interrupted"):
+        w("**Interrupted run** (%s): the figures below cover only what was measured before.\n"
+          % meta["interrupted"])
     if meta:
         w("- Date: %s" % meta.get("date", "?"))
         w("- Command: `%s`%s" % (meta.get("command", "?"), " (quick set)" if meta.get("quick") else ""))
@@ -432,3 +435,49 @@ def render_metrics(t, w):
             for m in sorted(scalars):
                 w("| %s | " % m + " | ".join(fmt(t.cell(n, a).metric(m)) for a in allocs) + " |")
             w("")
+
+
+# ---- the terminal summary -----------------------------------------------------------
+
+def run_spread(c, what):
+    """(max - min) / median of one cell's runs: how much the runs disagree."""
+    vals = c.walls if what == "time" else c.rss
+    if len(vals) < 2:
+        return None
+    m = statistics.median(vals)
+    return (max(vals) - min(vals)) / m if m > 0 else None
+
+
+def summary_lines(rows, duration_s, quick):
+    """At most 9 lines for the end of a run: per allocator, the geometric mean
+    of its median time and peak RSS relative to glibc over the workloads every
+    allocator completed, the range of those per-workload ratios, and how much
+    its runs spread."""
+    t = Table(rows)
+    base = [a for a in t.allocators if not a.startswith("strata-")]
+    ref = "glibc" if "glibc" in base else (base[0] if base else None)
+    complete = [n for n in t.workloads if all(t.cell(n, a) and t.cell(n, a).ok for a in base)]
+    head = "run-bench: %d runs of %d workloads in %s (%s)" % (
+        len(rows), len(t.workloads), _clock(duration_s), "quick set" if quick else "full run")
+    if not complete or ref is None:
+        return [head, "run-bench: no workload completed under every allocator: no summary (see the report)"]
+    out = [head + "; relative to %s, geometric mean over %d workloads (lower is better):" % (ref, len(complete)),
+           "  %-10s %-26s %-26s %s" % ("allocator", "time (workload range)", "peak RSS (workload range)",
+                                       "run-to-run spread")]
+    for a in base[:6]:
+        cols = []
+        for what in ("time", "rss"):
+            ratios = [t.value(n, a, what) / t.value(n, ref, what) for n in complete]
+            cols.append("%5s× (%s–%s×)" % (fmt(geomean(ratios)), fmt(min(ratios), 2), fmt(max(ratios), 2)))
+        spreads = [s for s in (run_spread(t.cell(n, a), "time") for n in complete) if s is not None]
+        spread = "±%.0f %% time" % (50 * statistics.median(spreads)) if spreads else "one run"
+        out.append("  %-10s %-26s %-26s %s" % (a, cols[0], cols[1], spread))
+    bad = sum(1 for r in rows if r["status"] != "ok")
+    if bad:
+        out.append("  %d run(s) failed: see failures.log next to the report" % bad)
+    return out[:9]
+
+
+def _clock(s):
+    s = int(s + 0.5)
+    return "%d min %02d s" % (s // 60, s % 60) if s >= 60 else "%d s" % s
