@@ -168,7 +168,7 @@ def test_end_to_end(rb, report, tmp):
     out = os.path.join(tmp, "out")
     args = argparse.Namespace(build=os.path.join(tmp, "no-build"), quick=True, suite=[suite], only=None,
                               allocators=None, runs=2, list=False, out=out, timeout=1.0, setup_timeout=10.0,
-                              no_plots=True)
+                              no_plots=True, record=False)
     try:
         rc = rb.run_all(args)
     finally:
