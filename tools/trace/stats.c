@@ -17,7 +17,7 @@
 
 static const char *prog = "strata-trace-stats";
 
-#define SIZE_BUCKETS 65      /* 0, then (2^(k-1), 2^k] */
+#define SIZE_BUCKETS 66      /* 0, 1, then (2^(k-2), 2^(k-1)]; the last ends at 2^64 - 1 */
 #define LIFE_BUCKETS 9       /* decades from < 1 us to >= 10 s */
 #define ALIGN_BUCKETS 64
 #define SERIES_MAX 1024
@@ -43,6 +43,12 @@ typedef struct {
     uint64_t op_bytes[TRACE_OP_COUNT];
     int dump;
 } stats;
+
+/* The largest size of bucket k. */
+static uint64_t bucket_max(int k)
+{
+    return k == 0 ? 0 : k == SIZE_BUCKETS - 1 ? UINT64_MAX : 1ull << (k - 1);
+}
 
 static int size_bucket(uint64_t s)
 {
@@ -101,7 +107,9 @@ static void visit(void *ctx, uint32_t thread, const trace_event *ev, const trace
     if (ev->op != TRACE_FREE && !(ev->flags & TRACE_EV_FAILED) && (ev->op != TRACE_REALLOC || ev->size > 0)) {
         int b = size_bucket(ev->size);
         st->size_count[b]++;
-        st->size_bytes[b] += ev->size;
+        /* Saturating: a trace may claim sizes whose sum overflows. */
+        st->size_bytes[b] = st->size_bytes[b] + ev->size < st->size_bytes[b] ? UINT64_MAX
+                                                                              : st->size_bytes[b] + ev->size;
         if (ev->align)
             st->align_count[ev->align & (ev->align - 1) ? 0 : __builtin_ctz(ev->align)]++;
         if (ev->id) {
@@ -198,7 +206,7 @@ static void print_text(const trace *t, const stats *st)
             snprintf(range, sizeof range, "%d", k);
         else
             snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)(1ull << (k - 2)) + 1,
-                     (unsigned long long)(1ull << (k - 1)));
+                     (unsigned long long)bucket_max(k));
         human(a, sizeof a, st->size_bytes[k]);
         printf("  %-22s %12llu %12s\n", range, (unsigned long long)st->size_count[k], a);
     }
@@ -297,7 +305,7 @@ static void print_json(const trace *t, const stats *st)
         if (!st->size_count[k])
             continue;
         printf("%s{\"max\":%llu,\"count\":%llu,\"bytes\":%llu}", first ? "" : ",",
-               k == 0 ? 0ull : (unsigned long long)1 << (k - 1), (unsigned long long)st->size_count[k],
+               (unsigned long long)bucket_max(k), (unsigned long long)st->size_count[k],
                (unsigned long long)st->size_bytes[k]);
         first = 0;
     }

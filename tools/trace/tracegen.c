@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "format.h"
+#include "outfile.h"
 
 #include <errno.h>
 #include <math.h>
@@ -35,11 +36,22 @@ static void usage(int code)
     exit(code);
 }
 
+static outfile output;   /* removed if we stop half-way */
+
 static void die(const char *what, const char *arg)
 {
     fprintf(stderr, "%s: %s: %s\n", prog, what, arg);
+    outfile_discard(&output);
     exit(2);
 }
+
+/* Caps: the output and this tool's own memory stay bounded whatever the
+ * arguments (a pool entry is 16 bytes per live block, a record about 2
+ * bytes on disk). */
+#define MAX_LIVE 10000000ull          /* --live, --count */
+#define MAX_OPS 100000000ull          /* --ops */
+#define MAX_RECORDS 250000000ull      /* whole trace: about 500 MB */
+#define MAX_BLOCK (1ull << 40)        /* any one size: 1 TiB */
 
 /* ---- seeded PRNG (xoshiro256**, seeded with splitmix64) ----------------- */
 
@@ -85,31 +97,73 @@ static uint64_t rng_below(uint64_t n)
 
 /* ---- arguments -------------------------------------------------------- */
 
-static uint64_t parse_size(const char *s)
+/* A whole number, with an optional k/m/g/t suffix (KiB, MiB...) and an
+ * optional exponent ("1e6"); rejects signs, NaN, infinities, fractions and
+ * anything above max, naming the option. */
+static uint64_t parse_num(const char *opt, const char *s, uint64_t max)
 {
+    char why[160];
     char *end;
+    const char *p = s;
+    while (*p == ' ')
+        p++;
+    if (!((*p >= '0' && *p <= '9') || *p == '.'))   /* no sign, nan, inf */
+        goto bad_format;
     errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || v < 0)
-        die("bad number", s);
+    double v = strtod(p, &end);
+    if (end == p || errno == ERANGE || !isfinite(v))
+        goto bad_format;
+    double mul = 1;
     switch (*end) {
-    case 'k': case 'K': v *= 1024; end++; break;
-    case 'm': case 'M': v *= 1024 * 1024; end++; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
     default: break;
     }
+    if (mul > 1 && (*end == 'i' || *end == 'I'))
+        end++;
     if (*end == 'b' || *end == 'B')
         end++;
     if (*end)
-        die("bad number", s);
+        goto bad_format;
+    v *= mul;
+    if (v != floor(v)) {
+        snprintf(why, sizeof why, "%s %s: not a whole number", opt, s);
+        die("bad value", why);
+    }
+    if (v > (double)max) {
+        snprintf(why, sizeof why, "%s %s: above the limit of %llu", opt, s, (unsigned long long)max);
+        die("value out of range", why);
+    }
+    /* Below 2^53 a double is exact; larger values went through strtoull. */
+    if (v >= 9007199254740992.0 && mul == 1 && !strpbrk(p, ".eE")) {
+        errno = 0;
+        unsigned long long exact = strtoull(p, NULL, 10);
+        if (errno == ERANGE || exact > max) {
+            snprintf(why, sizeof why, "%s %s: above the limit of %llu", opt, s, (unsigned long long)max);
+            die("value out of range", why);
+        }
+        return exact;
+    }
     return (uint64_t)v;
+bad_format:
+    snprintf(why, sizeof why, "%s %s: want a whole number >= 0 (suffixes k, m, g, t)", opt, s);
+    die("bad value", why);
+    return 0;
+}
+
+/* Sizes inside --sizes. */
+static uint64_t parse_size(const char *s)
+{
+    return parse_num("--sizes", s, MAX_BLOCK);
 }
 
 static double parse_fraction(const char *s)
 {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || *end || v < 0 || v > 1)
+    if (end == s || *end || !isfinite(v) || v < 0 || v > 1)
         die("not a fraction in [0,1]", s);
     return v;
 }
@@ -187,9 +241,9 @@ static void writer_open(writer *w, const char *path, uint32_t nthreads, int touc
 {
     memset(w, 0, sizeof *w);
     w->path = path;
-    w->f = fopen(path, "wb");
-    if (!w->f)
-        die(strerror(errno), path);
+    if (outfile_open(&output, prog, "-o", path) != 0)
+        exit(2);
+    w->f = output.f;
     w->nthreads = nthreads;
     w->chunks = calloc(nthreads, sizeof(trace_chunk));
     w->next_addr = 0x100000000ull;
@@ -217,6 +271,12 @@ static void writer_open(writer *w, const char *path, uint32_t nthreads, int touc
 
 static void emit(writer *w, uint32_t thread, trace_record *r)
 {
+    if (w->seq > MAX_RECORDS) {
+        char why[96];
+        snprintf(why, sizeof why, "more than %llu records; ask for fewer operations or sizes",
+                 (unsigned long long)MAX_RECORDS);
+        die("trace too long", why);
+    }
     trace_chunk *c = &w->chunks[thread];
     r->time_ns = r->seq * 100;   /* a made-up clock: 100 ns per call */
     if (!trace_chunk_add(c, r)) {
@@ -259,8 +319,10 @@ static void writer_close(writer *w)
     }
     uint8_t end[TRACE_END_SIZE];
     trace_end_encode(end, w->nchunks, w->nrecords, 1000000000ull);   /* ticks are ns */
-    if (fwrite(end, 1, sizeof end, w->f) != sizeof end || fclose(w->f) != 0)
+    if (fwrite(end, 1, sizeof end, w->f) != sizeof end)
         die("write failed", w->path);
+    if (outfile_commit(&output) != 0)
+        exit(2);
     free(w->chunks);
     fprintf(stderr, "%s: wrote %s (%llu records, %u threads)\n", prog, w->path,
             (unsigned long long)w->nrecords, w->nthreads);
@@ -433,28 +495,32 @@ int main(int argc, char **argv)
             continue;
         }
         if (!v)
-            usage(2);
+            die("missing value or unknown option", a);
         if (strcmp(a, "-o") == 0) out = v;
-        else if (strcmp(a, "--live") == 0) live = parse_size(v);
-        else if (strcmp(a, "--ops") == 0) ops = parse_size(v);
+        else if (strcmp(a, "--live") == 0) live = parse_num(a, v, MAX_LIVE);
+        else if (strcmp(a, "--ops") == 0) ops = parse_num(a, v, MAX_OPS);
         else if (strcmp(a, "--sizes") == 0) sizes = parse_dist(v);
-        else if (strcmp(a, "--threads") == 0) threads = parse_size(v);
+        else if (strcmp(a, "--threads") == 0) threads = parse_num(a, v, 4096);
         else if (strcmp(a, "--cross") == 0) cross = parse_fraction(v);
         else if (strcmp(a, "--realloc") == 0) realloc_share = parse_fraction(v);
-        else if (strcmp(a, "--seed") == 0) seed = parse_size(v);
-        else if (strcmp(a, "--min") == 0) min = parse_size(v);
-        else if (strcmp(a, "--max") == 0) max = parse_size(v);
-        else if (strcmp(a, "--steps") == 0) steps = parse_size(v);
-        else if (strcmp(a, "--count") == 0) count = parse_size(v);
-        else if (strcmp(a, "--budget") == 0) budget = parse_size(v);
-        else if (strcmp(a, "--iters") == 0) iters = parse_size(v);
-        else if (strcmp(a, "--layers") == 0) layers = parse_size(v);
-        else if (strcmp(a, "--tensor") == 0) tensor = parse_size(v);
+        else if (strcmp(a, "--seed") == 0) seed = parse_num(a, v, UINT64_MAX);
+        else if (strcmp(a, "--min") == 0) min = parse_num(a, v, MAX_BLOCK);
+        else if (strcmp(a, "--max") == 0) max = parse_num(a, v, MAX_BLOCK);
+        else if (strcmp(a, "--steps") == 0) steps = parse_num(a, v, 64);
+        else if (strcmp(a, "--count") == 0) count = parse_num(a, v, MAX_LIVE);
+        else if (strcmp(a, "--budget") == 0) budget = parse_num(a, v, UINT64_MAX);
+        else if (strcmp(a, "--iters") == 0) iters = parse_num(a, v, 1000000);
+        else if (strcmp(a, "--layers") == 0) layers = parse_num(a, v, 4096);
+        else if (strcmp(a, "--tensor") == 0) tensor = parse_num(a, v, MAX_BLOCK / 8);
         else die("unknown option", a);
         i++;
     }
-    if (!out)
+    if (!out) {
+        fprintf(stderr, "%s: -o FILE is required\n", prog);
         usage(2);
+    }
+    if (strcmp(kind, "random") && strcmp(kind, "sweep") && strcmp(kind, "ml"))
+        die("unknown kind (random, sweep, ml)", kind);
     rng_seed(seed);
     writer w;
     if (strcmp(kind, "random") == 0) {
