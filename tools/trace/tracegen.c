@@ -474,6 +474,34 @@ static void gen_ml(writer *w, unsigned iters, unsigned layers, uint64_t tensor)
     free(weights); free(opt); free(acts); free(grads); free(wsize); free(asize);
 }
 
+/* Records a sweep will write, counted the way gen_sweep walks (saturating). */
+static uint64_t sweep_records(uint64_t min, uint64_t max, unsigned steps, uint64_t count_max, uint64_t budget,
+                              uint64_t threads)
+{
+    uint64_t total = 0, last = 0;
+    for (unsigned k = 0; total <= MAX_RECORDS; k++) {
+        uint64_t s = (uint64_t)llround((double)min * pow(2.0, (double)k / steps));
+        if (s > max)
+            break;
+        if (s == last)
+            continue;
+        last = s;
+        uint64_t count = budget / s < count_max ? budget / s : count_max;
+        total += 2 * (count ? count : 1) * threads;
+    }
+    return total;
+}
+
+static void check_planned(uint64_t records)
+{
+    if (records > MAX_RECORDS) {
+        char why[128];
+        snprintf(why, sizeof why, "more than %llu records; ask for fewer operations or sizes",
+                 (unsigned long long)MAX_RECORDS);
+        die("trace too long", why);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -526,6 +554,7 @@ int main(int argc, char **argv)
     if (strcmp(kind, "random") == 0) {
         if (threads == 0) threads = 1;
         if (threads > 4096) die("too many threads", "--threads");
+        check_planned(2 * live + 2 * ops);
         writer_open(&w, out, (uint32_t)threads, TRACE_TOUCH_PAGE, argc, argv);
         gen_random(&w, live, ops, &sizes, cross, realloc_share, keep);
     } else if (strcmp(kind, "sweep") == 0) {
@@ -533,11 +562,13 @@ int main(int argc, char **argv)
         if (threads > 4096) die("too many threads", "--threads");
         if (min == 0 || min > max || steps == 0 || steps > 64 || count == 0)
             die("bad sweep range", "--min/--max/--steps/--count");
+        check_planned(sweep_records(min, max, (unsigned)steps, count, budget, threads));
         writer_open(&w, out, (uint32_t)threads, TRACE_TOUCH_PAGE, argc, argv);
         gen_sweep(&w, min, max, (unsigned)steps, count, budget);
     } else if (strcmp(kind, "ml") == 0) {
         if (layers == 0 || layers > 4096 || tensor < 4096 || iters == 0)
             die("bad ml shape", "--layers/--tensor/--iters");
+        check_planned(iters * (8 * layers + 4) + 4 * layers);
         writer_open(&w, out, 2, TRACE_TOUCH_PAGE, argc, argv);
         gen_ml(&w, (unsigned)iters, (unsigned)layers, tensor);
     } else {
