@@ -29,6 +29,7 @@
 #include "allocators.h"
 #include "mem.h"
 #include "reader.h"
+#include "units.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -538,43 +539,6 @@ static uint64_t default_max_live(void)
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 1ull << 32;
 }
 
-/* "512m", "4g", "1.5g", "100000": bytes, or 0 when malformed or not finite. */
-static uint64_t parse_bytes(const char *s)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v <= 0)
-        return 0;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (mul > 1 && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'b' || *end == 'B')
-        end++;
-    if (*end || v * mul >= 18446744073709551615.0)
-        return 0;
-    return (uint64_t)(v * mul);
-}
-
-static void human(char *buf, size_t cap, uint64_t v)
-{
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double d = (double)v;
-    int u = 0;
-    while (d >= 1024 && u < 6) {
-        d /= 1024;
-        u++;
-    }
-    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", d, units[u]);
-}
-
 static void usage(int code)
 {
     fprintf(code ? stderr : stdout,
@@ -628,7 +592,7 @@ int main(int argc, char **argv)
         }
     }
     uint64_t max_live = default_max_live();
-    if (max_arg && !(max_live = parse_bytes(max_arg))) {
+    if (max_arg && (units_parse(max_arg, UINT64_MAX, &max_live) != UNITS_OK || max_live == 0)) {
         fprintf(stderr, "%s: --max-live %s: want a size in bytes > 0, e.g. 512m or 4g\n", prog, max_arg);
         return 2;
     }
@@ -681,8 +645,8 @@ int main(int argc, char **argv)
         }
     if (largest > max_live || t.peak_live_bytes > max_live) {
         char a[32], b[32];
-        human(a, sizeof a, largest > max_live ? largest : t.peak_live_bytes);
-        human(b, sizeof b, max_live);
+        units_human(a, sizeof a, largest > max_live ? largest : t.peak_live_bytes);
+        units_human(b, sizeof b, max_live);
         fprintf(stderr, "%s: %s: the trace needs %s %s, above the replay limit of %s (%s); "
                         "raise it with --max-live SIZE\n", prog, path, a,
                 largest > max_live ? "in one block" : "live at once", b, max_arg ? "--max-live" : "half the RAM");

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "reader.h"
+#include "units.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -154,18 +155,6 @@ static void series_at(const stats *st, uint64_t at, uint64_t *bytes, uint64_t *b
     }
 }
 
-static void human(char *buf, size_t cap, uint64_t v)
-{
-    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double d = (double)v;
-    int u = 0;
-    while (d >= 1024 && u < 4) {
-        d /= 1024;
-        u++;
-    }
-    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", d, unit[u]);
-}
-
 static uint64_t releases_total(const trace *t)
 {
     return t->op_count[TRACE_FREE] - t->null_frees + t->op_count[TRACE_REALLOC];
@@ -207,7 +196,7 @@ static void print_text(const trace *t, const stats *st)
         else
             snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)(1ull << (k - 2)) + 1,
                      (unsigned long long)bucket_max(k));
-        human(a, sizeof a, st->size_bytes[k]);
+        units_human(a, sizeof a, st->size_bytes[k]);
         printf("  %-22s %12llu %12s\n", range, (unsigned long long)st->size_count[k], a);
     }
     for (int k = 0; k < ALIGN_BUCKETS; k++)
@@ -224,13 +213,13 @@ static void print_text(const trace *t, const stats *st)
             printf("  %-8s %12llu  %5.1f%%\n", life_names[k], (unsigned long long)st->life[k],
                    100.0 * (double)st->life[k] / (double)st->releases);
 
-    human(a, sizeof a, t->peak_live_bytes);
+    units_human(a, sizeof a, t->peak_live_bytes);
     printf("\nlive bytes over time (peak %s, %llu blocks, at %.3f ms)\n", a,
            (unsigned long long)t->peak_live_blocks, (double)st->peak_time / 1e6);
     for (int i = 1; i <= SERIES_OUT; i++) {
         uint64_t at = t->end_ns * (uint64_t)i / SERIES_OUT, by, bl;
         series_at(st, at, &by, &bl);
-        human(a, sizeof a, by);
+        units_human(a, sizeof a, by);
         int bar = t->peak_live_bytes ? (int)(40.0 * (double)by / (double)t->peak_live_bytes) : 0;
         printf("  %11.3f ms %12s %10llu  %.*s\n", (double)at / 1e6, a, (unsigned long long)bl, bar,
                "########################################");

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "format.h"
 #include "outfile.h"
+#include "units.h"
 
 #include <errno.h>
 #include <math.h>
@@ -97,59 +98,26 @@ static uint64_t rng_below(uint64_t n)
 
 /* ---- arguments -------------------------------------------------------- */
 
-/* A whole number, with an optional k/m/g/t suffix (KiB, MiB...) and an
- * optional exponent ("1e6"); rejects signs, NaN, infinities, fractions and
- * anything above max, naming the option. */
+/* A whole number for option opt (units.h), at most max; dies naming it. */
 static uint64_t parse_num(const char *opt, const char *s, uint64_t max)
 {
     char why[160];
-    char *end;
-    const char *p = s;
-    while (*p == ' ')
-        p++;
-    if (!((*p >= '0' && *p <= '9') || *p == '.'))   /* no sign, nan, inf */
-        goto bad_format;
-    errno = 0;
-    double v = strtod(p, &end);
-    if (end == p || errno == ERANGE || !isfinite(v))
-        goto bad_format;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (mul > 1 && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'b' || *end == 'B')
-        end++;
-    if (*end)
-        goto bad_format;
-    v *= mul;
-    if (v != floor(v)) {
+    uint64_t v = 0;
+    switch (units_parse(s, max, &v)) {
+    case UNITS_OK:
+        return v;
+    case UNITS_NOT_WHOLE:
         snprintf(why, sizeof why, "%s %s: not a whole number", opt, s);
         die("bad value", why);
-    }
-    if (v > (double)max) {
+        break;
+    case UNITS_TOO_LARGE:
         snprintf(why, sizeof why, "%s %s: above the limit of %llu", opt, s, (unsigned long long)max);
         die("value out of range", why);
+        break;
+    default:
+        snprintf(why, sizeof why, "%s %s: want a whole number >= 0 (suffixes k, m, g, t)", opt, s);
+        die("bad value", why);
     }
-    /* Below 2^53 a double is exact; larger values went through strtoull. */
-    if (v >= 9007199254740992.0 && mul == 1 && !strpbrk(p, ".eE")) {
-        errno = 0;
-        unsigned long long exact = strtoull(p, NULL, 10);
-        if (errno == ERANGE || exact > max) {
-            snprintf(why, sizeof why, "%s %s: above the limit of %llu", opt, s, (unsigned long long)max);
-            die("value out of range", why);
-        }
-        return exact;
-    }
-    return (uint64_t)v;
-bad_format:
-    snprintf(why, sizeof why, "%s %s: want a whole number >= 0 (suffixes k, m, g, t)", opt, s);
-    die("bad value", why);
     return 0;
 }
 
@@ -396,27 +364,41 @@ static void gen_random(writer *w, uint64_t live, uint64_t ops, const size_dist *
     free(pools);
 }
 
+/* The sizes of a sweep: min to max, `steps` per doubling, each once; of each
+ * size count_max blocks, fewer if they would pass `budget` bytes (at least 1). */
+typedef struct {
+    uint64_t min, max, count_max, budget, last;
+    unsigned steps, k;
+} sweep_iter;
+
+static int sweep_next(sweep_iter *it, uint64_t *size, uint64_t *count)
+{
+    for (;;) {
+        uint64_t s = (uint64_t)llround((double)it->min * pow(2.0, (double)it->k++ / it->steps));
+        if (s > it->max)
+            return 0;
+        if (s == it->last)
+            continue;
+        it->last = s;
+        uint64_t c = it->budget / s < it->count_max ? it->budget / s : it->count_max;
+        *size = s;
+        *count = c ? c : 1;
+        return 1;
+    }
+}
+
 /* Sizes from min to max, `steps` per doubling; of each size `count` blocks
  * (fewer if they would pass `budget` bytes) are made, then freed. */
 static void gen_sweep(writer *w, uint64_t min, uint64_t max, unsigned steps, uint64_t count_max,
                       uint64_t budget)
 {
-    uint64_t count = count_max;
-    uint64_t *addrs = malloc(count * sizeof(uint64_t));
+    uint64_t *addrs = malloc(count_max * sizeof(uint64_t));
     if (!addrs)
         die("out of memory", "sweep");
     for (uint32_t t = 0; t < w->nthreads; t++) {
-        uint64_t last = 0;
-        for (unsigned k = 0;; k++) {
-            uint64_t s = (uint64_t)llround((double)min * pow(2.0, (double)k / steps));
-            if (s > max)
-                break;
-            if (s == last)
-                continue;
-            last = s;
-            count = budget / s < count_max ? budget / s : count_max;
-            if (count == 0)
-                count = 1;
+        sweep_iter it = {.min = min, .max = max, .count_max = count_max, .budget = budget, .steps = steps};
+        uint64_t s, count;
+        while (sweep_next(&it, &s, &count)) {
             for (uint64_t i = 0; i < count; i++)
                 addrs[i] = gen_malloc(w, t, s);
             for (uint64_t i = 0; i < count; i++)
@@ -474,21 +456,14 @@ static void gen_ml(writer *w, unsigned iters, unsigned layers, uint64_t tensor)
     free(weights); free(opt); free(acts); free(grads); free(wsize); free(asize);
 }
 
-/* Records a sweep will write, counted the way gen_sweep walks (saturating). */
+/* Records a sweep will write, counted as gen_sweep walks (stops past the cap). */
 static uint64_t sweep_records(uint64_t min, uint64_t max, unsigned steps, uint64_t count_max, uint64_t budget,
                               uint64_t threads)
 {
-    uint64_t total = 0, last = 0;
-    for (unsigned k = 0; total <= MAX_RECORDS; k++) {
-        uint64_t s = (uint64_t)llround((double)min * pow(2.0, (double)k / steps));
-        if (s > max)
-            break;
-        if (s == last)
-            continue;
-        last = s;
-        uint64_t count = budget / s < count_max ? budget / s : count_max;
-        total += 2 * (count ? count : 1) * threads;
-    }
+    sweep_iter it = {.min = min, .max = max, .count_max = count_max, .budget = budget, .steps = steps};
+    uint64_t total = 0, s, count;
+    while (total <= MAX_RECORDS && sweep_next(&it, &s, &count))
+        total += 2 * count * threads;
     return total;
 }
 
