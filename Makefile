@@ -15,7 +15,8 @@ CMAKE_FLAGS ?=
 BENCH_ARGS ?=
 
 yes = $(filter-out 0 no false off,$(1))
-full_flag = $(if $(call yes,$(FULL)),--full)
+# QUICK=0 (the old spelling) also asks for the full run.
+full_flag = $(if $(or $(call yes,$(FULL)),$(filter 0 no false off,$(QUICK))),--full)
 
 .PHONY: all build build-all test bench bench-record bench-programs install clean deps-test deps-bench
 
