@@ -6,6 +6,7 @@
 #                       (about 4 min on 2 cores); FULL=1 for every workload (about 45 min).
 #                       Results in bench/runs/<time>/, bench/runs/latest points at the last.
 #   make bench-record   a full run, copied into bench/results/ (the committed record)
+#   make debug          internal assertions everywhere (STRATA_DEBUG), in build-debug/
 # NODEPS=1 skips the package check; DEV=1 makes warnings errors (as CI=true does);
 # BENCH_ARGS passes options to bench/run-bench (see bench/README.md).
 BUILD   ?= build
@@ -18,7 +19,7 @@ yes = $(filter-out 0 no false off,$(1))
 # QUICK=0 (the old spelling) also asks for the full run.
 full_flag = $(if $(or $(call yes,$(FULL)),$(filter 0 no false off,$(QUICK))),--full)
 
-.PHONY: all build build-all test bench bench-record bench-programs install clean deps-test deps-bench
+.PHONY: all build build-all test bench bench-record bench-programs install clean deps-test deps-bench debug
 
 all: build
 
@@ -50,6 +51,11 @@ bench: deps-bench bench-programs
 
 bench-record: deps-bench bench-programs
 	@exec bench/run-bench --build $(BUILD) --full --record $(BENCH_ARGS)
+
+# A build with internal assertions everywhere (STRATA_DEBUG), in build-debug/.
+debug:
+	cmake -S . -B build-debug -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_DEBUG=ON $(CMAKE_FLAGS)
+	cmake --build build-debug -j $(JOBS)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -13,6 +13,9 @@ endfunction()
 
 add_custom_target(strata-libs)
 add_dependencies(strata-libs strata strata_static strata_override_object)
+if(TARGET strata_secure)   # installed too: `make install` needs it built
+  add_dependencies(strata-libs strata_secure)
+endif()
 if(TARGET strata-trace)
   strata_targets_below(${CMAKE_SOURCE_DIR}/tools tool_targets)
   add_dependencies(strata-libs ${tool_targets})

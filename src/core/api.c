@@ -33,36 +33,25 @@ void *strata_realloc(void *p, size_t size) {
         return NULL;
     }
     if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-    segmap_kind kind = segmap_lookup(p);
-    size_t usable;
-    if (kind == SEGMAP_SEGMENT) {
-        usable = strata_usable_size_of(p);
-        if (usable == 0) {
-            strata_error("realloc(): invalid pointer", p);
-            return NULL;
-        }
+    /* Validated before anything is read through p: in warn mode an invalid
+     * p is reported and the call does nothing (NULL, p untouched). */
+    size_t usable = strata_block_validate(p, "realloc()");
+    if (usable == 0) return NULL;
+    if (segmap_lookup(p) == SEGMAP_SEGMENT) {
         /* Same class or a shrink to no less than half: keep the block. */
-        if (size <= usable && size >= usable / 2 && (long)size < opt(STRATA_OPTION_LARGE_THRESHOLD)) return p;
-    } else if (kind == SEGMAP_LARGE) {
-        usable = large_usable_size(p);
-        if (usable == 0) {
-            strata_error("realloc(): invalid pointer", p);
-            return NULL;
-        }
-        if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) {
-            void *q = large_resize_in_place(p, size);
-            if (q) return q;
-            q = large_realloc_move(p, size);
-            if (q) return q;
-        }
-    } else {
-        strata_error("realloc(): invalid pointer", p);
-        return NULL;
+        if (!strata_check_mode && size <= usable && (size >= usable / 2 || usable <= 16) &&
+            (long)size < opt(STRATA_OPTION_LARGE_THRESHOLD))
+            return p;
+    } else if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) {
+        void *q = large_resize_in_place(p, size);
+        if (q) return q;
+        q = large_realloc_move(p, size);
+        if (q) return q;
     }
     void *q = strata_malloc(size);
     if (!q) return NULL;
     memcpy(q, p, usable < size ? usable : size);
-    strata_free(p);
+    strata_free_generic(p, "realloc()");
     return q;
 }
 

@@ -11,8 +11,9 @@
 #include "../core/internal.h"
 #include "../stats/stats.h"
 
-bool strata_ready;
+_Atomic(bool) strata_ready;
 bool strata_check_mode;
+uint64_t strata_secret;
 
 void heap_init_process(void);
 void fork_handlers_install(void);
@@ -27,9 +28,10 @@ void strata_process_init(void) {
     }
     options_init();
     strata_check_mode = opt(STRATA_OPTION_CHECK) != 0;
+    strata_secret = os_random_u64();
     if (segmap_init() != 0) strata_fatal("cannot map the segment map");
     heap_init_process();
-    strata_ready = true;
+    atomic_store_explicit(&strata_ready, true, memory_order_release);
     atomic_store(&init_state, 2);
     /* pthread_atfork may call malloc: only now that malloc works. */
     fork_handlers_install();
@@ -45,7 +47,7 @@ static void at_exit(void) {
 }
 
 __attribute__((constructor(101))) static void strata_constructor(void) {
-    if (!strata_ready) strata_process_init();
+    if (!atomic_load_explicit(&strata_ready, memory_order_acquire)) strata_process_init();
     heap_get_or_init();     /* the main thread's heap, so its frees are local */
     atexit(at_exit);
 }

@@ -39,6 +39,12 @@ void strata_error(const char *what, const void *addr) {
     if (opt(STRATA_OPTION_ON_ERROR) != STRATA_ON_ERROR_WARN) abort();
 }
 
+void strata_report(const char *call, const char *what, const void *addr, const char *detail) {
+    if (detail) strata_message("strata: %s: %s %p (%s)\n", call, what, addr, detail);
+    else strata_message("strata: %s: %s %p\n", call, what, addr);
+    if (opt(STRATA_OPTION_ON_ERROR) != STRATA_ON_ERROR_WARN) abort();
+}
+
 void strata_fatal(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

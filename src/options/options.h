@@ -29,6 +29,10 @@ void strata_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Bad input from the program: prints "strata: <what> <address>" and aborts,
  * or with STRATA_ON_ERROR=warn only prints.  what is e.g. "free(): invalid pointer". */
 void strata_error(const char *what, const void *addr);
+/* The same, naming the call: "strata: <call>: <what> <address> (<detail>)",
+ * e.g. strata_report("realloc()", "invalid pointer", p, "inside a block");
+ * detail may be NULL. */
+void strata_report(const char *call, const char *what, const void *addr, const char *detail);
 /* Internal invariant broken: always prints and aborts. */
 __attribute__((noreturn)) void strata_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -42,7 +42,7 @@ static void class_totals_get(class_totals *t) {
         t->alloc[c] = atomic_load_explicit(&stats_class_alloc_done[c], memory_order_relaxed);
         t->freed[c] = atomic_load_explicit(&stats_class_free_done[c], memory_order_relaxed);
     }
-    if (strata_ready) heap_visit_all(add_heap, t);
+    if (atomic_load_explicit(&strata_ready, memory_order_acquire)) heap_visit_all(add_heap, t);
 }
 
 void strata_stats_get(strata_stats_t *out) {
