@@ -66,6 +66,10 @@ static __thread int options_reader;   /* this thread is reading them (re-entry) 
 
 /* STRATA_ variables of the tools and tests, not options: never reported. */
 static const char *const reserved_prefixes[] = {"TRACE_", "REPLAY_", "TEST_", "BENCH_", "DIFF_", NULL};
+/* Variables other parts read themselves (text values the table cannot hold):
+ * known, so not reported.  A part that reads a new STRATA_ variable outside
+ * the table adds its name here. */
+static const char *const other_variables[] = {"SB_DIR", "SB_BUDGET", "SB_GROUP", "MEMORY_LIMIT", NULL};
 
 bool options_parse_size(const char *s, long *out) {
     if (!s || !*s) return false;
@@ -217,6 +221,8 @@ static void check_unknown(const char *entry) {
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
     for (int i = 0; reserved_prefixes[i]; i++)
         if (!strncmp(name, reserved_prefixes[i], strlen(reserved_prefixes[i]))) return;
+    for (int i = 0; other_variables[i]; i++)
+        if (strlen(other_variables[i]) == len && !strncmp(name, other_variables[i], len)) return;
     int best = -1;
     size_t best_d = (size_t)-1;
     for (int i = 0; i < STRATA_OPTION_COUNT; i++) {

@@ -89,6 +89,8 @@ case("unrelated STRATA_COLOUR", {"STRATA_COLOUR": "blue"}, "VERBOSE", 0,
 # The tools' and tests' own variables are not options and not reported.
 case("STRATA_TRACE_FILE and STRATA_TEST_SECONDS are quiet",
      {"STRATA_TRACE_FILE": "", "STRATA_TEST_SECONDS": "1", "STRATA_REPLAY_ALLOCATOR": "x"}, "VERBOSE", 0)
+case("variables other parts read (STRATA_SB_DIR, STRATA_MEMORY_LIMIT) are quiet",
+     {"STRATA_SB_DIR": "/tmp", "STRATA_MEMORY_LIMIT": "1g"}, "VERBOSE", 0)
 # Two problems: two lines, each once.
 values, err = run({"STRATA_PURGE_DELAY": "5", "STRATA_NUMA": "9"}, ["NUMA"])
 if sorted(l.split()[1] for l in err.splitlines()) != ['STRATA_NUMA="9"', "STRATA_PURGE_DELAY"]:
