@@ -13,7 +13,7 @@
 
 /* name, help */
 #define STRATA_STAT_COUNTERS(X)                                              \
-    X(reserved, "bytes of address space reserved from the OS")              \
+    X(reserved, "address space reserved from the OS: not memory in use")   \
     X(committed, "bytes reserved and not purged (bounds RSS from above)")   \
     X(purged, "bytes given back to the OS, cumulative")                     \
     X(segments, "live segments")                                           \
@@ -53,7 +53,10 @@ static inline void stat_add_peak(_Atomic(uint64_t) *live, _Atomic(uint64_t) *pea
 }
 
 /* Per size class, process-wide: blocks live and their peak, updated when a
- * heap flushes its counts (on slow paths), so the peak is sampled. */
+ * heap flushes its counts (on slow paths), so the peak is sampled: printed
+ * as "sampled peak", never below the live count printed next to it.  The
+ * true peaks are the *_peak counters above (kept at every change) and the
+ * kernel's peak RSS in the title line. */
 #define STATS_CLASSES 97
 extern _Atomic(int64_t) stats_class_live[STATS_CLASSES];
 extern _Atomic(int64_t) stats_class_peak[STATS_CLASSES];
