@@ -331,7 +331,9 @@ def render(rows, meta, plots):
         w("")
     w("## What was compared\n")
     for a in t.allocators:
-        if a in ALLOCATOR_ABOUT:
+        if a in (meta or {}).get("extra", {}):
+            w("- `%s`: `%s`, preloaded (given with `--with`)" % (a, meta["extra"][a]))
+        elif a in ALLOCATOR_ABOUT:
             w("- `%s`: %s" % (a, ALLOCATOR_ABOUT[a]))
         elif a.startswith("strata-") and a in (meta or {}).get("variants", {}):
             w("- `%s`: %s" % (a, variant_about(a, meta["variants"][a])))
