@@ -24,6 +24,7 @@ uint64_t strata_secret;
 
 void heap_init_process(void);
 void fork_handlers_install(void);
+void stats_source_register(void);
 
 static _Atomic int init_state;   /* 0 none, 1 running, 2 done */
 
@@ -38,6 +39,7 @@ void strata_process_init(void) {
     strata_secret = os_random_u64();
     if (segmap_init() != 0) strata_fatal("cannot map the segment map");
     heap_init_process();
+    stats_source_register();
     atomic_store_explicit(&strata_ready, true, memory_order_release);
     atomic_store(&init_state, 2);
     fork_handlers_install();   /* only now: it may call malloc */

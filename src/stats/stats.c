@@ -14,8 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/internal.h"
-#include "../large/large.h"
+#include "../os/os.h"
 
 stats_global_t stats;
 _Atomic(int64_t) stats_class_live[STATS_CLASSES];
@@ -23,27 +22,11 @@ _Atomic(int64_t) stats_class_peak[STATS_CLASSES];
 _Atomic(uint64_t) stats_class_alloc_done[STATS_CLASSES];
 _Atomic(uint64_t) stats_class_free_done[STATS_CLASSES];
 
-typedef struct {
-    uint64_t alloc[STATS_CLASSES];
-    uint64_t freed[STATS_CLASSES];
-} class_totals;
+/* The allocator above registers what only it can count (stats sits below
+ * it and may not reach into it). */
+static const stats_sources *sources;
 
-static void add_heap(const heap_t *heap, void *arg) {
-    class_totals *t = arg;
-    for (int c = 1; c <= CLASS_COUNT; c++) {
-        t->alloc[c] += heap->stat_alloc[c];
-        t->freed[c] += heap->stat_free[c];
-    }
-}
-
-static void class_totals_get(class_totals *t) {
-    memset(t, 0, sizeof *t);
-    for (int c = 1; c <= CLASS_COUNT; c++) {
-        t->alloc[c] = atomic_load_explicit(&stats_class_alloc_done[c], memory_order_relaxed);
-        t->freed[c] = atomic_load_explicit(&stats_class_free_done[c], memory_order_relaxed);
-    }
-    if (atomic_load_explicit(&strata_ready, memory_order_acquire)) heap_visit_all(add_heap, t);
-}
+void stats_register(const stats_sources *s) { sources = s; }
 
 void strata_stats_get(strata_stats_t *out) {
     memset(out, 0, sizeof *out);
@@ -51,18 +34,11 @@ void strata_stats_get(strata_stats_t *out) {
 #define X(name, help) out->name = atomic_load_explicit(&stats.name, memory_order_relaxed);
     STRATA_STAT_COUNTERS(X)
 #undef X
-    /* The large tier keeps its own books: what it may hold resident is its
-     * live blocks plus the free bytes not purged yet. */
-    large_stats_t ls;
-    large_stats_get(&ls);
-    out->committed += ls.used_bytes + ls.dirty_bytes;
-    class_totals t;
-    class_totals_get(&t);
-    out->small_allocated = out->small_freed = 0;
-    for (int c = 1; c <= CLASS_COUNT; c++) {
-        out->small_allocated += t.alloc[c];
-        out->small_freed += t.freed[c];
-    }
+    if (sources) sources->totals(out);
+}
+
+static size_t class_rows(stats_class_row *rows, size_t max) {
+    return sources ? sources->classes(rows, max) : 0;
 }
 
 /* A growing text in a fixed buffer, with the length it would need. */
@@ -131,16 +107,15 @@ static size_t stats_text(out_t *o) {
         put(o, "  %-18s %14llu   %s\n", #name, (unsigned long long)s.name, help);
     STRATA_STAT_COUNTERS(X)
 #undef X
-    class_totals t;
-    class_totals_get(&t);
+    stats_class_row rows[STATS_CLASSES];
+    size_t nrows = class_rows(rows, STATS_CLASSES);
     put(o, "  %-8s %14s %14s %12s %14s\n", "class", "allocated", "freed", "live", "sampled peak");
-    for (int c = 1; c <= CLASS_COUNT; c++) {
-        if (!t.alloc[c]) continue;
-        int64_t live = (int64_t)(t.alloc[c] - t.freed[c]);
-        int64_t peak = atomic_load_explicit(&stats_class_peak[c], memory_order_relaxed);
-        if (peak < live) peak = live;
-        put(o, "  %-8u %14llu %14llu %12lld %14lld\n", class_size[c], (unsigned long long)t.alloc[c],
-            (unsigned long long)t.freed[c], (long long)live, (long long)peak);
+    for (size_t c = 0; c < nrows; c++) {
+        if (!rows[c].alloc) continue;
+        int64_t live = (int64_t)(rows[c].alloc - rows[c].freed);
+        int64_t peak = rows[c].peak < live ? live : rows[c].peak;
+        put(o, "  %-8u %14llu %14llu %12lld %14lld\n", rows[c].size, (unsigned long long)rows[c].alloc,
+            (unsigned long long)rows[c].freed, (long long)live, (long long)peak);
     }
     return o->len;
 }
@@ -182,16 +157,15 @@ size_t strata_stats_json(char *buf, size_t size) {
     uint64_t rss = os_rss_bytes(), peak = peak_rss_bytes();
     put(&o, ", \"rss\": %llu, \"peak_rss\": %llu, \"classes\": [", (unsigned long long)rss,
         (unsigned long long)(peak > rss ? peak : rss));
-    class_totals t;
-    class_totals_get(&t);
+    stats_class_row rows[STATS_CLASSES];
+    size_t nrows = class_rows(rows, STATS_CLASSES);
     bool first = true;
-    for (int c = 1; c <= CLASS_COUNT; c++) {
-        if (!t.alloc[c]) continue;
-        int64_t live = (int64_t)(t.alloc[c] - t.freed[c]);
-        int64_t peak = atomic_load_explicit(&stats_class_peak[c], memory_order_relaxed);
-        if (peak < live) peak = live;
+    for (size_t c = 0; c < nrows; c++) {
+        if (!rows[c].alloc) continue;
+        int64_t live = (int64_t)(rows[c].alloc - rows[c].freed);
+        int64_t peak = rows[c].peak < live ? live : rows[c].peak;
         put(&o, "%s{\"size\": %u, \"allocated\": %llu, \"freed\": %llu, \"live\": %lld, \"peak\": %lld}",
-            first ? "" : ", ", class_size[c], (unsigned long long)t.alloc[c], (unsigned long long)t.freed[c],
+            first ? "" : ", ", rows[c].size, (unsigned long long)rows[c].alloc, (unsigned long long)rows[c].freed,
             (long long)live, (long long)peak);
         first = false;
     }

@@ -64,6 +64,19 @@ extern _Atomic(int64_t) stats_class_peak[STATS_CLASSES];
 extern _Atomic(uint64_t) stats_class_alloc_done[STATS_CLASSES];
 extern _Atomic(uint64_t) stats_class_free_done[STATS_CLASSES];
 
+/* What only the allocator above can count, registered by it at start-up
+ * (stats sits below the allocator and does not reach into it). */
+typedef struct stats_class_row_s {
+    uint32_t size;                /* block size of the class */
+    uint64_t alloc, freed;        /* cumulative */
+    int64_t peak;                 /* sampled peak of live blocks */
+} stats_class_row;
+typedef struct stats_sources_s {
+    void (*totals)(strata_stats_t *out);                  /* adds to the counters read from `stats` */
+    size_t (*classes)(stats_class_row *rows, size_t max);  /* one row per class, smallest first */
+} stats_sources;
+void stats_register(const stats_sources *s);
+
 /* Called at exit when STRATA_SHOW_STATS=1. */
 void stats_print_at_exit(void);
 
