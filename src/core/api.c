@@ -39,7 +39,8 @@ void *strata_realloc(void *p, size_t size) {
     if (usable == 0) return NULL;
     if (segmap_lookup(p) == SEGMAP_SEGMENT) {
         /* Same class or a shrink to no less than half: keep the block. */
-        if (size <= usable && (size >= usable / 2 || usable <= 16) && (long)size < opt(STRATA_OPTION_LARGE_THRESHOLD))
+        if (!strata_check_mode && size <= usable && (size >= usable / 2 || usable <= 16) &&
+            (long)size < opt(STRATA_OPTION_LARGE_THRESHOLD))
             return p;
     } else if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) {
         void *q = large_resize_in_place(p, size);
@@ -157,3 +158,19 @@ size_t strata_release(void) {
     bytes += large_release();
     return bytes;
 }
+
+STRATA_ALIAS(void *, calloc, (size_t count, size_t size), strata_calloc);
+STRATA_ALIAS(void *, __libc_calloc, (size_t count, size_t size), strata_calloc);
+STRATA_ALIAS(void *, realloc, (void *p, size_t size), strata_realloc);
+STRATA_ALIAS(void *, __libc_realloc, (void *p, size_t size), strata_realloc);
+STRATA_ALIAS(void *, reallocarray, (void *p, size_t count, size_t size), strata_reallocarray);
+STRATA_ALIAS(void, free_sized, (void *p, size_t size), strata_free_sized);
+STRATA_ALIAS(void, free_aligned_sized, (void *p, size_t alignment, size_t size), strata_free_aligned_sized);
+STRATA_ALIAS(int, posix_memalign, (void **out, size_t alignment, size_t size), strata_posix_memalign);
+STRATA_ALIAS(void *, aligned_alloc, (size_t alignment, size_t size), strata_aligned_alloc);
+STRATA_ALIAS(void *, memalign, (size_t alignment, size_t size), strata_memalign);
+STRATA_ALIAS(void *, __libc_memalign, (size_t alignment, size_t size), strata_memalign);
+STRATA_ALIAS(void *, valloc, (size_t size), strata_valloc);
+STRATA_ALIAS(void *, __libc_valloc, (size_t size), strata_valloc);
+STRATA_ALIAS(void *, pvalloc, (size_t size), strata_pvalloc);
+STRATA_ALIAS(void *, __libc_pvalloc, (size_t size), strata_pvalloc);

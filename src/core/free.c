@@ -18,7 +18,7 @@ static void free_foreign(void *p, const char *call);
  * compare that it does not already look free (block_t).  Anything else,
  * including every error, takes the generic path. */
 /* (Two plain stores for the link words: vectorizing them costs more.) */
-__attribute__((optimize("no-tree-slp-vectorize"))) void strata_free(void *p) {
+STRATA_NO_SLP void strata_free(void *p) {
     page_t *page = pagemap_page(p);          /* page_foreign for anything not ours */
     heap_t *heap = tls_heap;
     block_t *b = p;
@@ -95,6 +95,7 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
             strata_report(call, "double free", p, NULL);
             return NULL;
         }
+        if (!canary_check(page, b, p, call)) return NULL;
     } else if (block_link_ok(page, b)) {
         /* Looks free.  The owner confirms with a scan; another thread
          * cannot walk the owner's lists safely and trusts the key (a live
@@ -156,6 +157,7 @@ size_t strata_block_validate(const void *p, const char *call) {
     page_t *page = page_of(seg, p);
     block_t *b = block_find(seg, page, p, call);
     if (!b) return 0;
+    if (page_flags(page) & PAGE_CHECK) return canary_end(page, b) - (size_t)((const uint8_t *)p - (const uint8_t *)b);
     return (size_t)((const uint8_t *)b + page->block_size - (const uint8_t *)p);
 }
 
@@ -188,7 +190,15 @@ size_t strata_usable_size_of(const void *p) {
     segment_t *seg = segment_of(p);
     page_t *page = page_of(seg, p);
     if (page_flags(page) & PAGE_UNUSED || (const uint8_t *)p < page->start) return 0;
+    if (page_flags(page) & PAGE_CHECK) {       /* what was asked for: the canary follows */
+        block_t *b = page_block_start(page, p);
+        return canary_end(page, b) - (size_t)((const uint8_t *)p - (const uint8_t *)b);
+    }
     if (!(page_flags(page) & PAGE_ALIGNED)) return page->block_size;   /* p is a block start */
     const uint8_t *b = (const uint8_t *)page_block_start(page, p);
     return (size_t)(b + page->block_size - (const uint8_t *)p);
 }
+
+STRATA_ALIAS(void, free, (void *p), strata_free);
+STRATA_ALIAS(void, cfree, (void *p), strata_free);
+STRATA_ALIAS(void, __libc_free, (void *p), strata_free);

@@ -20,6 +20,21 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define noinline __attribute__((noinline))
+#if defined(__clang__)
+#define STRATA_NO_SLP
+#else
+#define STRATA_NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
+#endif
+
+/* The standard names are aliases of the strata_* functions (the same
+ * symbol, no extra call); declared in the file that defines the target.
+ * The sanitizer variants (STRATA_NO_OVERRIDE) export only strata_* names. */
+#if !defined(STRATA_NO_OVERRIDE)
+#define STRATA_ALIAS(type, name, params, target) \
+    type name params __attribute__((alias(#target), visibility("default"), copy(target)))
+#else
+#define STRATA_ALIAS(type, name, params, target) struct strata_alias_unused_##name
+#endif
 
 /* Internal invariants: checked in the debug build (make debug, STRATA_DEBUG),
  * free in a release build. */
@@ -181,6 +196,23 @@ static inline page_t *page_of(segment_t *s, const void *p) {
 
 #include "pagemap.h"
 
+/* The bytes of a page that hold blocks: page 0 loses the segment header;
+ * in the hardened build the segment's last OS page is a guard page
+ * (PROT_NONE), so an overflow off the end of a segment faults. */
+#if defined(STRATA_SECURE)
+#define SEGMENT_GUARD_SIZE ((size_t)4096)
+#else
+#define SEGMENT_GUARD_SIZE ((size_t)0)
+#endif
+static inline size_t page_area_of(const segment_t *seg, const page_t *page, uint8_t **start) {
+    uint8_t *a = (uint8_t *)seg + ((size_t)page->index << seg->page_shift);
+    size_t n = (size_t)1 << seg->page_shift;
+    if (page->index == 0) { a += SEGMENT_HEADER_SIZE; n -= SEGMENT_HEADER_SIZE; }
+    if (page->index == seg->page_count - 1) n -= SEGMENT_GUARD_SIZE;
+    *start = a;
+    return n;
+}
+
 /* ---- Free-list links (see block_t) ---------------------------------------- */
 #if defined(STRATA_SECURE)
 #define PAGE_LINK_KEY(page) ((page)->link_key)
@@ -309,6 +341,12 @@ size_t segment_check_abandoned(void);
 
 /* check.c */
 size_t segment_check(const segment_t *seg, const heap_t *owner);
+
+/* canary.c (STRATA_CHECK=1): CANARY_ROOM bytes more per block */
+#define CANARY_ROOM 5
+void canary_set(page_t *page, block_t *b, size_t end);
+size_t canary_end(page_t *page, block_t *b);
+bool canary_check(page_t *page, block_t *b, const void *p, const char *call);
 
 /* alloc.c / free.c */
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);

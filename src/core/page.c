@@ -58,12 +58,8 @@ void page_queue_remove(page_queue_t *q, page_t *page) {
 /* Makes an unused page of a segment hold blocks of class cls for heap. */
 void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     segment_t *seg = segment_of(page);
-    size_t page_bytes = (size_t)1 << seg->page_shift;
-    uint8_t *area = (uint8_t *)seg + ((size_t)page->index << seg->page_shift);
-    if (page->index == 0) {
-        area += SEGMENT_HEADER_SIZE;
-        page_bytes -= SEGMENT_HEADER_SIZE;
-    }
+    uint8_t *area;
+    size_t page_bytes = page_area_of(seg, page, &area);
     page->start = area;
     page->block_size = class_size[cls];
     page->class_idx = (uint8_t)cls;

@@ -51,13 +51,7 @@ static void list_push_back(segment_t **list, segment_t *seg) {
     seg->prev = t;
 }
 
-static size_t page_area(const segment_t *seg, const page_t *page, uint8_t **start) {
-    uint8_t *a = (uint8_t *)seg + ((size_t)page->index << seg->page_shift);
-    size_t n = (size_t)1 << seg->page_shift;
-    if (page->index == 0) { a += SEGMENT_HEADER_SIZE; n -= SEGMENT_HEADER_SIZE; }
-    *start = a;
-    return n;
-}
+#define page_area(seg, page, start) page_area_of(seg, page, start)
 
 static void page_purge(segment_t *seg, page_t *page) {
     uint8_t *a;
@@ -148,6 +142,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
             return NULL;
         }
         segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT);
+        if (SEGMENT_GUARD_SIZE) os_decommit((uint8_t *)seg + SEGMENT_SIZE - SEGMENT_GUARD_SIZE, SEGMENT_GUARD_SIZE);
     } else if (seg->kind == (uint32_t)kind) {
         /* same geometry: each page keeps its purge state */
         uint8_t zero[SEGMENT_MAX_PAGES];

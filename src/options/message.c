@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static void write_all(const char *buf, size_t len) {
@@ -20,7 +21,10 @@ static void vmessage(const char *fmt, va_list ap) {
     char buf[512];
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
     if (n < 0) return;
-    write_all(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+    /* Cut short: still end the line, or the next message would join it. */
+    if ((size_t)n >= sizeof buf && fmt[strlen(fmt) - 1] == '\n') buf[len - 1] = '\n';
+    write_all(buf, len);
 }
 
 void strata_message(const char *fmt, ...) {

@@ -125,6 +125,17 @@ int main(int argc, char **argv) {
     expect_abort("double_later", "STRATA_CHECK=1", "free(): double free");
     expect_abort("realloc_interior", "STRATA_CHECK=1", "realloc(): invalid pointer");
     expect_abort("xthread_double", "STRATA_CHECK=1", "free(): double free");
+    /* STRATA_CHECK=1 pads blocks with a canary: one byte past the end is
+     * reported at free or realloc, naming the call and the size asked. */
+    expect_abort("overflow_free", "STRATA_CHECK=1", "free(): heap overflow past the end of the block");
+    expect_abort("overflow_realloc", "STRATA_CHECK=1", "realloc(): heap overflow past the end of the block");
+    expect_warn("overflow_free", "STRATA_CHECK=1", "free(): heap overflow past the end of the block");
+    if (!strcmp(variant, "secure")) {   /* an overflow off a segment's end hits its guard page */
+        result r;
+        run(&r, "guard_overflow", NULL, NULL);
+        if (WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSEGV) { printf("ok   [secure] guard page stops an overflow\n"); passes++; }
+        else FAIL("guard_overflow: want SIGSEGV, got status %#x\nstderr: %s", r.status, r.err);
+    }
     printf("%d passed, %d failed\n", passes, failures);
     return failures ? 1 : 0;
 }

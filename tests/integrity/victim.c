@@ -101,6 +101,26 @@ int main(int argc, char **argv) {
         free(b);
         memset(a + 48, 0x7f, 8);
         malloc_many(48, 4000);
+    } else if (!strcmp(mode, "overflow_free")) {        /* STRATA_CHECK=1: canary, at free */
+        char *p = malloc(48);
+        say(p);
+        ((char *)launder(p))[48] = 1;
+        free(p);
+    } else if (!strcmp(mode, "overflow_realloc")) {     /* STRATA_CHECK=1: canary, at realloc */
+        char *p = malloc(100);
+        say(p);
+        ((char *)launder(p))[101] = 1;
+        void *r = realloc(p, 300);
+        if (r) return 3;
+    } else if (!strcmp(mode, "guard_overflow")) {       /* hardened build: the segment's guard page */
+        char *last = NULL;
+        for (int i = 0; i < 3000 && !last; i++) {
+            char *p = malloc(16000);
+            if (((uintptr_t)p & ((4u << 20) - 1)) > (4u << 20) - 40000) last = p;
+        }
+        if (!last) return 4;
+        say(last);
+        for (size_t i = 0; i < 40000; i++) ((volatile char *)last)[i] = 1;   /* runs off the segment */
     } else if (!strcmp(mode, "arena_null_alloc")) {     /* 6 */
         say(NULL);
         void *x = strata_arena_alloc(launder(NULL), 64, 16);

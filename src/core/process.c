@@ -1,14 +1,21 @@
-/* init.c — process start-up: options first (straight from environ, since
- * the first malloc may come before libc's constructors), then the segment
- * map, the thread-exit key, fork handlers and the exit-time statistics.
- * Runs on the first allocation or from the library constructor, whichever
- * comes first, exactly once.
+/* process.c — start-up: options first (straight from environ, since the
+ * first malloc may come before libc's constructors), the per-process
+ * secret, the segment map and the thread-exit key; then, once malloc works,
+ * the fork handlers (pthread_atfork may allocate).  Runs on the first
+ * allocation or from the library constructor below, whichever comes first,
+ * exactly once.  The constructor also gives the main thread its heap and
+ * registers the exit-time statistics.  (It lives here, in the allocator,
+ * so a static link that pulls in malloc pulls it in too.)
+ *
+ * strata_check_mode and strata_secret are written here, before
+ * strata_ready is published with release order; every thread reads them
+ * after it saw strata_ready (acquire), or after its own call here.
  */
-#include <pthread.h>
+#include "internal.h"
+
 #include <sched.h>
 #include <stdlib.h>
 
-#include "../core/internal.h"
 #include "../stats/stats.h"
 
 _Atomic(bool) strata_ready;
@@ -17,6 +24,7 @@ uint64_t strata_secret;
 
 void heap_init_process(void);
 void fork_handlers_install(void);
+void stats_source_register(void);
 
 static _Atomic int init_state;   /* 0 none, 1 running, 2 done */
 
@@ -31,10 +39,10 @@ void strata_process_init(void) {
     strata_secret = os_random_u64();
     if (segmap_init() != 0) strata_fatal("cannot map the segment map");
     heap_init_process();
+    stats_source_register();
     atomic_store_explicit(&strata_ready, true, memory_order_release);
     atomic_store(&init_state, 2);
-    /* pthread_atfork may call malloc: only now that malloc works. */
-    fork_handlers_install();
+    fork_handlers_install();   /* only now: it may call malloc */
     if (opt(STRATA_OPTION_VERBOSE)) {
         strata_message("strata: version %d.%d.%d, %d NUMA node(s)\n", STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR,
                        STRATA_VERSION_PATCH, os_numa_node_count());
