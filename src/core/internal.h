@@ -14,7 +14,7 @@
 #include "../../include/strata.h"
 #include "../options/options.h"
 #include "../os/os.h"
-#include "segmap.h"
+#include "../segmap/segmap.h"
 #include "size_class.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
