@@ -70,9 +70,11 @@ static bool mems_allowed(nodemask *nodes) {
                    (unsigned long)MPOL_F_MEMS_ALLOWED) == 0;
 }
 
+static int linux_bind(void *addr, size_t size, int node);
+
 int os_numa_node_usable(int node) {
     if (node < 0 || node >= os_numa_node_count()) return 0;
-    if (os_numa_node_count() <= 1) return 1;
+    if (os_numa_node_count() <= 1 || os_numa.bind != linux_bind) return 1;   /* one node, or a faked machine */
     nodemask m = {{0}};
     if (mems_allowed(&m) && !mask_has(&m, node)) return 0;
     nodemask p = {{0}};

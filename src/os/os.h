@@ -50,7 +50,8 @@ int os_numa_node_count(void);        /* cached */
 int os_numa_current_node(void);      /* 0 on a single-node machine, without a syscall */
 void os_numa_reset(void);            /* forget cached topology (tests) */
 /* 1 if the process may place memory on node: a node of this machine, in
- * its cpuset, and in its memory policy's nodes if that policy is bind. */
+ * its cpuset, and in its memory policy's nodes if that policy is bind (on
+ * a machine faked by a test's ops: any of its nodes). */
 int os_numa_node_usable(int node);
 /* Bind with options: OS_NUMA_MOVE migrates pages already resident
  * elsewhere (MPOL_MF_MOVE); OS_NUMA_EXPLICIT is a caller's explicit request
