@@ -11,19 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fake_numa.h"
 #include "core/check.h"
 #include "core/internal.h"
-
-static __thread int fake_node;
-static _Atomic int binds_to[2];
-static int fake_count(void) { return 2; }
-static int fake_current(void) { return fake_node; }
-static int fake_bind(void *addr, size_t size, int node) {
-    (void)addr; (void)size;
-    if (node >= 0 && node < 2) binds_to[node]++;
-    return 0;
-}
-static int fake_interleave(void *addr, size_t size) { (void)addr; (void)size; return 0; }
 
 static int node_of(const void *p) { return segment_of(p)->numa_node; }
 
@@ -117,7 +107,7 @@ static void onnode_uses_the_nodes_segments(void) {
 
 int main(void) {
     free(malloc(1));
-    os_numa = (os_numa_ops){fake_count, fake_current, fake_bind, fake_interleave};
+    os_numa = FAKE_NUMA_OPS;
     os_numa_reset();
     RUN(a_moved_thread_stops_getting_old_memory);
     RUN(other_nodes_segments_are_not_adopted);
