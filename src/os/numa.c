@@ -19,8 +19,8 @@
 #define MPOL_INTERLEAVE 3
 #define MPOL_MODE_MASK 0xff          /* the mode without MPOL_F_STATIC_NODES & co */
 #define MPOL_MF_MOVE (1u << 1)
-_Static_assert(OS_NUMA_EXPLICIT != MPOL_MF_MOVE, "flag bits overlap");
 #define MPOL_F_MEMS_ALLOWED (1u << 2)
+_Static_assert(OS_NUMA_EXPLICIT != MPOL_MF_MOVE, "bind_checked keeps both in one flags word");
 #define MAX_NODES 1024
 #define MASK_WORDS (MAX_NODES / (8 * sizeof(unsigned long)))
 #define WORD_BITS (8 * sizeof(unsigned long))
@@ -116,7 +116,6 @@ static int linux_interleave(void *addr, size_t size) {
     }
     return mbind_nodes(addr, size, MPOL_INTERLEAVE, &m, 0);
 }
-
 
 int os_numa_pages_nodes(void *const *pages, int count, int *nodes) {
     long r = syscall(SYS_move_pages, 0, (unsigned long)count, pages, NULL, nodes, 0);
