@@ -41,7 +41,8 @@ int numa_heap_node(const heap_t *heap) {
 
 void numa_place_segment(const heap_t *heap, void *addr, size_t size, int node) {
     if (os_numa_node_count() <= 1) return;
-    if (node_heap_index(heap) >= 0) os_numa_bind_ex(addr, size, node, OS_NUMA_EXPLICIT);
+    /* A cached segment may hold pages placed under another policy: moved. */
+    if (node_heap_index(heap) >= 0) os_numa_bind_ex(addr, size, node, OS_NUMA_EXPLICIT | OS_NUMA_MOVE);
     else if (node >= 0) os_numa.bind(addr, size, node);
     else if (opt(STRATA_OPTION_NUMA) == STRATA_NUMA_INTERLEAVE) os_numa.interleave(addr, size);
 }
