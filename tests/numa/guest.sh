@@ -81,6 +81,10 @@ if [ ! -s "$initrd" ] || [ "$here/guest-init.sh" -nt "$initrd" ]; then
 fi
 
 # ---- boot ------------------------------------------------------------------
+# THP madvise (as on most hosts; Debian's kernel defaults to always, which
+# places 2 MiB at a time) and no automatic NUMA balancing (it migrates pages
+# behind the allocator's back): placement is then Strata's and the kernel's
+# first-touch rule only.
 # The command goes through the shared directory, so any quoting survives.
 printf '%q ' "$@" > "$out/.command"
 rm -f "$out/.status"
@@ -91,7 +95,7 @@ timeout "$timeout_s" qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 2 -nodef
   -object memory-backend-ram,id=m0,size=256M -object memory-backend-ram,id=m1,size=256M \
   -numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,cpus=1,memdev=m1 \
   -kernel "$vmlinuz" -initrd "$initrd" \
-  -append "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off strata.out=$out strata.cwd=$PWD" \
+  -append "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off transparent_hugepage=madvise numa_balancing=disable strata.out=$out strata.cwd=$PWD" \
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
   -fsdev local,id=out,path="$out",security_model=none \

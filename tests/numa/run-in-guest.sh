@@ -9,7 +9,12 @@ failed=0
 run() {   # name, then the command
   name=$1; shift
   start=$(date +%s)
-  if out=$("$@" 2>&1); then r=PASS; else r=FAIL; failed=1; fi
+  if out=$("$@" 2>&1); then r=PASS; else
+    r=FAIL; failed=1
+    # Free memory per node: a node short of memory makes the kernel fall back to the other.
+    out="$out
+$(grep -h MemFree /sys/devices/system/node/node*/meminfo)"
+  fi
   echo "$r $name ($(( $(date +%s) - start )) s)"
   [ -n "$out" ] && echo "$out" | sed 's/^/    /'
 }
