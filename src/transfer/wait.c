@@ -42,10 +42,11 @@ int chan_wait_step(strata_chan *c, chan_waiter *w, const char *what) {
     }
     int peer = 1 - c->side;
     uint32_t st = atomic_load_explicit(&c->h->state[peer], memory_order_acquire);
+    if (st == CHAN_CLOSED)   /* an orderly end: the caller hears it, stderr does not */
+        return transfer_fail(EPIPE, "channel %s: peer closed the channel while %s", c->name, what);
     if (st != CHAN_OPEN) {
         chan_count(&c->st.peer_lost);
-        return transfer_fault(EPIPE, "channel %s: peer %s while %s", c->name,
-                              st == CHAN_CLOSED ? "closed the channel" : "broke off a message", what);
+        return transfer_fault(EPIPE, "channel %s: peer broke off a message while %s", c->name, what);
     }
     if (now >= w->next_check_ms) {
         w->next_check_ms = now + WAIT_CHECK_MS;
