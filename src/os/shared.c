@@ -21,20 +21,22 @@ static int shm_path(const char *name, char *path, size_t size) {
     return n > 0 && (size_t)n < size ? 0 : ENAMETOOLONG;
 }
 
-int os_shm_create(const char *name, size_t size, unsigned mode, int *fd) {
+int os_shm_create(const char *name, size_t size, unsigned mode, int *fd, uint64_t *ino) {
     char path[320];
     int err = shm_path(name, path, sizeof path);
     if (err) return err;
     int f = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);
     if (f < 0) return errno;
     /* open() applies the umask; the caller's mode is what it asked for. */
-    if (fchmod(f, (mode_t)mode) != 0 || ftruncate(f, (off_t)size) != 0) {
+    struct stat st;
+    if (fchmod(f, (mode_t)mode) != 0 || ftruncate(f, (off_t)size) != 0 || fstat(f, &st) != 0) {
         err = errno;
         close(f);
         unlink(path);
         return err;
     }
     *fd = f;
+    *ino = (uint64_t)st.st_ino;
     return 0;
 }
 
@@ -60,6 +62,12 @@ int os_shm_unlink(const char *name) {
     int err = shm_path(name, path, sizeof path);
     if (err) return err;
     return unlink(path) == 0 ? 0 : errno;
+}
+
+void os_shm_unlink_if(const char *name, uint64_t ino) {
+    char path[320];
+    struct stat st;
+    if (shm_path(name, path, sizeof path) == 0 && stat(path, &st) == 0 && (uint64_t)st.st_ino == ino) unlink(path);
 }
 
 void os_fd_close(int fd) {

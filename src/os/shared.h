@@ -12,12 +12,15 @@
 #include <sys/types.h>
 
 /* Creates /dev/shm/<name> exclusively (EEXIST if it is there), sized to
- * size bytes, with permission bits mode; stores the descriptor in *fd. */
-int os_shm_create(const char *name, size_t size, unsigned mode, int *fd);
+ * size bytes, with permission bits mode; stores the descriptor in *fd and
+ * the file's inode number in *ino. */
+int os_shm_create(const char *name, size_t size, unsigned mode, int *fd, uint64_t *ino);
 /* Opens an existing /dev/shm/<name> read/write; stores the descriptor and
  * the file's size. */
 int os_shm_open(const char *name, int *fd, size_t *size);
 int os_shm_unlink(const char *name);
+/* Removes /dev/shm/<name> only if it is still the file with inode ino. */
+void os_shm_unlink_if(const char *name, uint64_t ino);
 void os_fd_close(int fd);
 
 /* Maps size bytes of fd shared, read/write (size need not be page aligned). */

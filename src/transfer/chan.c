@@ -92,7 +92,9 @@ strata_chan *strata_chan_create(const char *name, const strata_chan_opts *o) {
     char file[CHAN_NAME_MAX + 16];
     file_name(file, sizeof file, name);
     size_t hb = header_bytes(), total = hb + 2 * (size_t)ring;
-    int fd, err = os_shm_create(file, total, d.mode ? d.mode : 0600, &fd);
+    int fd;
+    uint64_t ino;
+    int err = os_shm_create(file, total, d.mode ? d.mode : 0600, &fd, &ino);
     if (err == EEXIST)
         return fail_null(transfer_fail(EEXIST, "channel %s exists already (a stale one is /dev/shm/%s)", name, file));
     if (err) return fail_null(transfer_fail(err, "channel %s: cannot create /dev/shm/%s (errno %d)", name, file, err));
@@ -119,6 +121,7 @@ strata_chan *strata_chan_create(const char *name, const strata_chan_opts *o) {
         os_shm_unlink(file);
         return fail_null(transfer_fail(ENOMEM, "channel %s: out of memory", name));
     }
+    c->ino = ino;
     if (d.timeout_ms) c->timeout_ms = d.timeout_ms;
     if (d.flags & STRATA_CHAN_NO_CMA) c->cma = false;
     return c;
@@ -206,10 +209,12 @@ void strata_chan_close(strata_chan *c) {
     chan_header *h = c->h;
     uint32_t open = CHAN_OPEN;
     atomic_compare_exchange_strong(&h->state[c->side], &open, CHAN_CLOSED);
-    if (c->side == 0 && atomic_load(&h->pid[1]) == 0) {
+    if (c->side == 0) {
+        /* Never opened, or the opener may not remove it (another user in
+         * sticky /dev/shm): the creator does, if the name is still ours. */
         char file[CHAN_NAME_MAX + 16];
         file_name(file, sizeof file, c->name);
-        os_shm_unlink(file);          /* never opened: nobody else will remove it */
+        os_shm_unlink_if(file, c->ino);
     }
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->recv_lock);

@@ -29,7 +29,9 @@
 #define CHAN_REC 32u                         /* record header bytes; records are padded to it */
 #define CHAN_PAD(n) (((n) + CHAN_REC - 1) & ~(uint64_t)(CHAN_REC - 1))
 
-enum { CHAN_OPEN = 0, CHAN_CLOSED = 1, CHAN_BROKEN = 2 };   /* chan_header.state[side] */
+/* chan_header.state[side]; CHAN_DEAD is written by the survivor, so later
+ * calls fail at once. */
+enum { CHAN_OPEN = 0, CHAN_CLOSED = 1, CHAN_BROKEN = 2, CHAN_DEAD = 3 };
 
 /* ack_status beyond errno values: single copy was refused, send it again by copy. */
 #define CHAN_ACK_COPY (-1)
@@ -74,8 +76,8 @@ typedef struct ring_s {
 struct strata_chan_s {
     chan_header *h;
     size_t map_bytes, self_bytes;
+    uint64_t ino;          /* the creator's file, removed at close if still there */
     int side;
-    pid_t peer_pid_cache;
     ring_t out, in;
     long timeout_ms;
     uint64_t eager_max, cma_min;

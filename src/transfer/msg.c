@@ -35,7 +35,9 @@ static int check_ends(strata_chan *c, bool sending) {
     uint32_t peer = atomic_load_explicit(&c->h->state[1 - c->side], memory_order_acquire);
     if (sending && peer != CHAN_OPEN)
         return transfer_fail(EPIPE, "channel %s: send after the peer %s", c->name,
-                             peer == CHAN_CLOSED ? "closed the channel" : "broke off a message");
+                             peer == CHAN_CLOSED ? "closed the channel"
+                             : peer == CHAN_DEAD ? "died"
+                                                 : "broke off a message");
     return 0;
 }
 

@@ -44,6 +44,7 @@ int chan_wait_step(strata_chan *c, chan_waiter *w, const char *what) {
     uint32_t st = atomic_load_explicit(&c->h->state[peer], memory_order_acquire);
     if (st == CHAN_CLOSED)   /* an orderly end: the caller hears it, stderr does not */
         return transfer_fail(EPIPE, "channel %s: peer closed the channel while %s", c->name, what);
+    if (st == CHAN_DEAD) return transfer_fail(EPIPE, "channel %s: peer died earlier; %s", c->name, what);
     if (st != CHAN_OPEN) {
         chan_count(&c->st.peer_lost);
         return transfer_fault(EPIPE, "channel %s: peer broke off a message while %s", c->name, what);
@@ -52,6 +53,7 @@ int chan_wait_step(strata_chan *c, chan_waiter *w, const char *what) {
         w->next_check_ms = now + WAIT_CHECK_MS;
         pid_t pid = atomic_load_explicit(&c->h->pid[peer], memory_order_relaxed);
         if (pid > 0 && !os_pid_alive(pid)) {
+            atomic_store_explicit(&c->h->state[peer], CHAN_DEAD, memory_order_release);
             chan_count(&c->st.peer_lost);
             return transfer_fault(EPIPE, "channel %s: peer pid %d died while %s", c->name, (int)pid, what);
         }
