@@ -12,10 +12,13 @@
  *         pipelined double copy through the ring in chunks of a quarter of
  *         it, so the sender fills one chunk while the receiver drains another.
  *
- * Rendezvous and copied messages end with the receiver's ack, so the
- * sender learns when its buffer is free and whether the receiver took the
- * message.  A message longer than the receive buffer is dropped whole,
- * nothing is written to the buffer, and both ends get EMSGSIZE.
+ * A rendezvous ends with the receiver's ack: the sender learns when its
+ * buffer is free and whether the receiver took the message.  Eager and
+ * copied messages are done for the sender once they are in the ring, so a
+ * window of them streams without a round trip each.  A message longer than
+ * the receive buffer is dropped whole and nothing is written to the
+ * buffer: the receiver gets EMSGSIZE, and so does the sender of a
+ * rendezvous (the others have returned already).
  */
 #include "chan.h"
 
@@ -68,9 +71,9 @@ static int wait_ack(strata_chan *c, uint64_t seq, int32_t *status) {
     return 0;
 }
 
-static int finish(strata_chan *c, int path, size_t len, int32_t status) {
+static int finish(strata_chan *c, size_t len, int32_t status) {
     if (status == 0) {
-        chan_count_sent(c, path, len);
+        chan_count_sent(c, STRATA_CHAN_PATH_CMA, len);
         return 0;
     }
     if (status == EMSGSIZE)
@@ -93,7 +96,7 @@ static int send_rts(strata_chan *c, const void *buf, size_t len) {
     err = wait_ack(c, rec.seq, &status);
     if (err) return err;
     if (status == CHAN_ACK_COPY) return CHAN_ACK_COPY;
-    return finish(c, STRATA_CHAN_PATH_CMA, len, status);
+    return finish(c, len, status);
 }
 
 static int send_copy(strata_chan *c, const void *buf, size_t len) {
@@ -113,10 +116,8 @@ static int send_copy(strata_chan *c, const void *buf, size_t len) {
         ring_put(&c->out, &data, (const char *)buf + off, n);
         off += n;
     }
-    int32_t status;
-    err = wait_ack(c, rec.seq, &status);
-    if (err) return err;
-    return finish(c, STRATA_CHAN_PATH_COPY, len, status);
+    chan_count_sent(c, STRATA_CHAN_PATH_COPY, len);
+    return 0;
 }
 
 int strata_chan_send(strata_chan *c, const void *buf, size_t len) {
@@ -202,7 +203,6 @@ static int recv_copy(strata_chan *c, const chan_rec *head, void *buf, size_t cap
         ring_pop(&c->in, rec.len);
         off += rec.len;
     }
-    ack(c, head->seq, keep ? 0 : EMSGSIZE);
     if (!keep) return truncated(c, head->len, cap);
     chan_count_received(c, STRATA_CHAN_PATH_COPY, head->len);
     return 0;
