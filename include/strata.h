@@ -104,7 +104,8 @@ typedef enum strata_option_e {
     STRATA_OPTION_CMA,              /* 0|1: single-copy transfers (process_vm_readv) allowed */
     STRATA_OPTION_CHAN_RING,        /* bytes of each direction's ring of a channel */
     STRATA_OPTION_CHAN_EAGER_MAX,   /* bytes: messages up to this go through the ring in one piece */
-    STRATA_OPTION_CHAN_CMA_MIN,     /* bytes: larger messages from this size by single copy */
+    STRATA_OPTION_CHAN_CMA_MIN,     /* bytes: messages on huge pages from this size by single copy */
+    STRATA_OPTION_CHAN_CMA_MIN_ANY, /* bytes: any message from this size by single copy; 0 = never */
     STRATA_OPTION_CHAN_TIMEOUT_MS,  /* ms a channel operation waits for its peer; -1 = forever */
     STRATA_OPTION_COUNT
 } strata_option_t;
@@ -228,17 +229,19 @@ STRATA_API int strata_cma_probe(pid_t pid);
 STRATA_API const char *strata_transfer_error(void);
 
 /* A channel joins two processes of one node, messages both ways.  Small
- * messages are copied through a shared-memory ring; large ones move by
- * rendezvous (the receiver pulls them with process_vm_readv) or, where
- * single-copy is not permitted or not worth it, by a pipelined copy
- * through the ring.  One thread may send while another receives; each
+ * messages are copied through a shared-memory ring; large ones on huge
+ * pages (Strata's big blocks) move by rendezvous (the receiver pulls them
+ * with process_vm_readv); the rest, and all where single copy is not
+ * permitted, by a pipelined copy through the ring (faster than single
+ * copy from 4 KiB pages: docs/mpi.md).  One thread may send while another receives; each
  * direction is ordered. */
 typedef struct strata_chan_s strata_chan;
 
 typedef struct strata_chan_opts_s {
     size_t ring_bytes;   /* per direction, a power of two >= 4 KiB (0: STRATA_CHAN_RING) */
     size_t eager_max;    /* <= ring_bytes / 2 - 32 (0: STRATA_CHAN_EAGER_MAX) */
-    size_t cma_min;      /* 0: STRATA_CHAN_CMA_MIN */
+    size_t cma_min;      /* single copy from this size for buffers on huge pages (0: STRATA_CHAN_CMA_MIN) */
+    size_t cma_min_any;  /* ... and for any buffer (0: STRATA_CHAN_CMA_MIN_ANY; SIZE_MAX: never) */
     long timeout_ms;     /* 0: STRATA_CHAN_TIMEOUT_MS; -1: wait forever */
     unsigned mode;       /* permission bits of the channel's file (0: 0600) */
     unsigned flags;      /* STRATA_CHAN_NO_CMA */

@@ -55,7 +55,7 @@ static void chan_opts(strata_chan_opts *o) {
         o->flags = STRATA_CHAN_NO_CMA;
     } else if (!strcmp(path, "cma")) {
         o->eager_max = 1;
-        o->cma_min = 2;
+        o->cma_min_any = 2;
     }
 }
 

@@ -7,6 +7,7 @@
 #include "chan.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -59,6 +60,7 @@ static strata_chan *handle_new(const char *name, chan_header *h, size_t map_byte
     c->in = (ring_t){&h->lane[1 - side], rings + (size_t)(1 - side) * h->ring_bytes, h->ring_bytes};
     c->eager_max = h->eager_max;
     c->cma_min = h->cma_min;
+    c->cma_min_any = h->cma_min_any;
     c->timeout_ms = opt(STRATA_OPTION_CHAN_TIMEOUT_MS);
     c->cma = opt(STRATA_OPTION_CMA) != 0;
     pthread_mutex_init(&c->send_lock, NULL);
@@ -77,6 +79,8 @@ strata_chan *strata_chan_create(const char *name, const strata_chan_opts *o) {
     uint64_t ring = d.ring_bytes ? d.ring_bytes : (uint64_t)opt(STRATA_OPTION_CHAN_RING);
     uint64_t eager = d.eager_max ? d.eager_max : (uint64_t)opt(STRATA_OPTION_CHAN_EAGER_MAX);
     uint64_t cma_min = d.cma_min ? d.cma_min : (uint64_t)opt(STRATA_OPTION_CHAN_CMA_MIN);
+    uint64_t cma_any = d.cma_min_any ? d.cma_min_any : (uint64_t)opt(STRATA_OPTION_CHAN_CMA_MIN_ANY);
+    if (cma_any == 0 || cma_any == SIZE_MAX) cma_any = UINT64_MAX;
     if (ring < CHAN_RING_MIN || ring > CHAN_RING_MAX || (ring & (ring - 1)))
         return fail_null(transfer_fail(EINVAL, "channel %s: ring of %llu bytes is not a power of two from 4 KiB to 1 GiB",
                                        name, (unsigned long long)ring));
@@ -112,6 +116,7 @@ strata_chan *strata_chan_create(const char *name, const strata_chan_opts *o) {
     h->ring_bytes = ring;
     h->eager_max = eager;
     h->cma_min = cma_min;
+    h->cma_min_any = cma_any;
     h->total_bytes = total;
     atomic_store_explicit(&h->pid[0], (int32_t)getpid(), memory_order_relaxed);
     atomic_store_explicit(&h->magic, CHAN_MAGIC, memory_order_release);

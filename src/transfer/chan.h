@@ -50,7 +50,7 @@ typedef struct chan_header_s {
     uint32_t lane_bytes;                     /* sizeof(chan_lane): a layout check */
     uint32_t rec_bytes;                      /* CHAN_REC */
     uint64_t ring_bytes;
-    uint64_t eager_max, cma_min;
+    uint64_t eager_max, cma_min, cma_min_any;  /* cma_min_any: UINT64_MAX = never */
     uint64_t total_bytes;                    /* the file's size */
     _Atomic int32_t pid[2];
     _Atomic uint32_t state[2];
@@ -80,7 +80,7 @@ struct strata_chan_s {
     int side;
     ring_t out, in;
     long timeout_ms;
-    uint64_t eager_max, cma_min;
+    uint64_t eager_max, cma_min, cma_min_any;
     bool cma;              /* this end may ask for single copy */
     bool peer_refuses;     /* the kernel refused our receiver once: stop asking */
     uint64_t seq;          /* rendezvous numbers of our lane */

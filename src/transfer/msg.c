@@ -1,7 +1,8 @@
 /* msg.c — sending and receiving on a channel: the three paths.
  *
  *  eager  len <= eager_max: header and payload copied into the ring at once.
- *  cma    len >= cma_min, single copy allowed: the sender posts a request
+ *  cma    len >= cma_min and the message on huge pages (or len >=
+ *         cma_min_any), single copy allowed: the sender posts a request
  *         to send (its pid, the address and length of the message) and
  *         waits; the receiver pulls the message straight into its buffer
  *         with process_vm_readv and answers in the lane's ack word.  Pull
@@ -120,6 +121,15 @@ static int send_copy(strata_chan *c, const void *buf, size_t len) {
     return 0;
 }
 
+/* Single copy pins the sender's pages one by one: from 4 KiB pages it is
+ * slower than the double copy through the ring at every size measured
+ * here, from 2 MiB pages about as fast as memcpy (docs/mpi.md).  So by
+ * default only buffers known to be on huge pages go by single copy. */
+static bool single_copy(strata_chan *c, const void *buf, size_t len) {
+    if (!c->cma || c->peer_refuses || !opt(STRATA_OPTION_CMA)) return false;
+    return len >= c->cma_min_any || (len >= c->cma_min && transfer_huge_backed(buf, len));
+}
+
 int strata_chan_send(strata_chan *c, const void *buf, size_t len) {
     if (!c || (!buf && len)) return transfer_fail(EINVAL, "channel send: NULL %s", c ? "buffer" : "channel");
     pthread_mutex_lock(&c->send_lock);
@@ -129,7 +139,7 @@ int strata_chan_send(strata_chan *c, const void *buf, size_t len) {
             err = send_eager(c, buf, len);
         } else {
             err = CHAN_ACK_COPY;
-            if (c->cma && !c->peer_refuses && len >= c->cma_min && opt(STRATA_OPTION_CMA)) {
+            if (single_copy(c, buf, len)) {
                 err = send_rts(c, buf, len);
                 if (err == CHAN_ACK_COPY) {
                     c->peer_refuses = true;

@@ -29,6 +29,10 @@ ssize_t cma_transfer(bool write, pid_t pid, const struct iovec *local, size_t nl
  * about 2 GiB and may stop earlier; tests lower this to exercise the loop. */
 extern size_t cma_call_limit;
 
+/* Whether len bytes at p are on huge pages as far as Strata knows: its
+ * own large blocks placed there (STRATA_HUGEPAGES, src/large/huge.c). */
+bool transfer_huge_backed(const void *p, size_t len);
+
 /* Makes len bytes at p safe for another process to read or write with
  * single copy (storage-backed memory must be resident).  0 or an errno. */
 int transfer_acquire(const void *p, size_t len);

@@ -45,7 +45,7 @@ static void round_trips(unsigned flags, size_t ring, size_t eager, size_t max) {
     eager_max = eager ? eager : ring / 2 - 32;
     char name[64];
     chan_name(name, sizeof name, "echo");
-    strata_chan_opts o = {.ring_bytes = ring, .eager_max = eager, .cma_min = CMA_MIN, .flags = flags};
+    strata_chan_opts o = {.ring_bytes = ring, .eager_max = eager, .cma_min_any = CMA_MIN, .flags = flags};
     strata_chan *c = strata_chan_create(name, &o);
     if (!c) fprintf(stderr, "%s\n", strata_transfer_error());
     CHECK(c);
@@ -91,7 +91,7 @@ static void too_long(void) {
     static const size_t sizes[] = {1000, 10000, 100000};
     char name[64];
     chan_name(name, sizeof name, "trunc");
-    strata_chan_opts o = {.ring_bytes = 65536, .eager_max = 2048, .cma_min = CMA_MIN};
+    strata_chan_opts o = {.ring_bytes = 65536, .eager_max = 2048, .cma_min_any = CMA_MIN};
     strata_chan *c = strata_chan_create(name, &o);
     CHECK(c);
     pid_t pid = fork();
@@ -134,11 +134,46 @@ static void too_long(void) {
     strata_chan_close(c);
 }
 
+/* With the default thresholds a big message goes by single copy only from
+ * a buffer on huge pages: a big strata_malloc block (huge under
+ * STRATA_HUGEPAGES=auto where THP is in madvise or always mode), not a
+ * plain mmap of 4 KiB pages. */
+static void huge_rule(void) {
+    char name[64], thp[128] = "";
+    chan_name(name, sizeof name, "huge");
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+        if (!fgets(thp, sizeof thp, f)) thp[0] = 0;
+        fclose(f);
+    }
+    bool huge = strata_option_get(STRATA_OPTION_CMA) && (strstr(thp, "[madvise]") || strstr(thp, "[always]"));
+    strata_chan *c = strata_chan_create(name, NULL);
+    CHECK(c);
+    pid_t child = start_echo(name);
+    size_t n = (size_t)16 << 20, got;
+    unsigned char *blocks[2] = {strata_malloc(n), map_bytes(n)}, *in = map_bytes(n);
+    for (int i = 0; i < 2; i++) {
+        CHECK(blocks[i]);
+        pattern_fill(blocks[i], 0, n, 40 + (uint64_t)i);
+        CHECK(strata_chan_send(c, blocks[i], n) == 0);
+        CHECK(strata_chan_recv(c, in, n, &got) == 0 && got == n);
+        CHECK(pattern_check(in, 0, n, 40 + (uint64_t)i) == SIZE_MAX);
+    }
+    strata_chan_stats_t st;
+    strata_chan_stats(c, &st);
+    CHECK(st.sent[STRATA_CHAN_PATH_CMA] == (huge ? 1u : 0u));
+    CHECK(st.sent[STRATA_CHAN_PATH_COPY] == (huge ? 1u : 2u));
+    strata_chan_close(c);
+    reap_ok(child);
+    strata_free(blocks[0]);
+}
+
 int main(void) {
     round_trips(0, 256 << 10, EAGER, BIG);                  /* eager, copy and cma */
     round_trips(STRATA_CHAN_NO_CMA, 1 << 20, EAGER, BIG);   /* eager and copy only */
     round_trips(0, 4096, 0, 16 << 20);   /* the smallest ring: the eager default shrinks to fit */
     too_long();
+    huge_rule();
     printf("transfer_chan: ok (STRATA_CMA=%ld)\n", strata_option_get(STRATA_OPTION_CMA));
     return 0;
 }

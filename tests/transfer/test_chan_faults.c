@@ -164,7 +164,7 @@ static void *killer(void *arg) {
  * the death ends the wait with EPIPE. */
 static void receiver_killed(unsigned flags) {
     fresh_name("rkill");
-    strata_chan_opts o = {.ring_bytes = 65536, .timeout_ms = 60000, .cma_min = 65536, .flags = flags};
+    strata_chan_opts o = {.ring_bytes = 65536, .timeout_ms = 60000, .cma_min_any = 65536, .flags = flags};
     strata_chan *c = strata_chan_create(name, &o);
     CHECK(c);
     pid_t child = idle_peer(-1);

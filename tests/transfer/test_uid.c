@@ -49,7 +49,7 @@ int main(void) {
         return 77;
     }
     snprintf(name, sizeof name, "test-uid-%d", (int)getpid());
-    strata_chan_opts o = {.mode = 0666, .cma_min = 65536};
+    strata_chan_opts o = {.mode = 0666, .cma_min_any = 65536};
     strata_chan *c = strata_chan_create(name, &o);
     CHECK(c);
     pid_t child = fork();
