@@ -4,7 +4,7 @@
  * physical limit of one copy).
  *
  *   bench-chan-bw [--path auto|copy|cma] [--buf mmap|strata] [--memcpy]
- *                 [--max BYTES] [--budget BYTES] [--no-lat]
+ *                 [--raw read|write] [--max BYTES] [--budget BYTES] [--no-lat]
  *
  * Bandwidth: the sender sends a window of messages, the receiver answers
  * the window with one byte; after a warm-up window, windows are timed.
@@ -12,8 +12,11 @@
  * message of fresh content checked byte for byte at the receiver.
  * --buf mmap: fresh anonymous 4 KiB pages, what glibc's malloc gives for
  * large blocks; --buf strata: strata_malloc (the large tier, huge pages as
- * STRATA_HUGEPAGES says).  Prints `metric bw_MBps@SIZE`, `metric
- * lat_us@SIZE` (or `memcpy_MBps@SIZE`) and `check ok`.
+ * STRATA_HUGEPAGES says).  --raw: strata_cma_read (pull) or
+ * strata_cma_write (push) between this process and a forked child, no
+ * channel: which direction is faster.  Prints `metric bw_MBps@SIZE`,
+ * `metric lat_us@SIZE` (or `memcpy_MBps@SIZE`, `pull_MBps@SIZE`,
+ * `push_MBps@SIZE`) and `check ok`.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -145,13 +148,52 @@ static void memcpy_bw(void) {
     printf("check ok\n");
 }
 
+/* The child keeps its copy of buf (same address) alive until told to go. */
+static void raw_bw(const char *dir) {
+    unsigned char *buf = buffer(max_size), *mine = buffer(max_size);
+    int go[2];
+    if (pipe(go)) die("pipe");
+    xfer_fill(buf, max_size, 11);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char ch;
+        close(go[1]);
+        if (read(go[0], &ch, 1) < 0) _exit(1);
+        _exit(0);
+    }
+    int pull = !strcmp(dir, "read");
+    for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
+        size_t s = xfer_sizes[k];
+        int reps = xfer_window(s) * xfer_windows(s, budget);
+        struct iovec l = {mine, s}, r = {buf, s};
+        double t0 = xfer_now();
+        for (int i = 0; i < reps; i++)
+            if ((pull ? strata_cma_read(pid, &l, 1, &r, 1) : strata_cma_write(pid, &l, 1, &r, 1)) != (ssize_t)s)
+                die(pull ? "strata_cma_read" : "strata_cma_write");
+        printf("metric %s_MBps@%zu %.1f\n", pull ? "pull" : "push", s, (double)s * reps / (xfer_now() - t0) / 1e6);
+    }
+    struct iovec l = {mine, max_size}, r = {buf, max_size};
+    xfer_fill(mine, max_size, 12);
+    if (strata_cma_write(pid, &l, 1, &r, 1) != (ssize_t)max_size) die("write back");
+    memset(mine, 0, max_size);
+    if (strata_cma_read(pid, &l, 1, &r, 1) != (ssize_t)max_size || !xfer_verify(mine, max_size, 12)) {
+        printf("check failed: raw single copy content\n");
+        exit(1);
+    }
+    close(go[1]);
+    waitpid(pid, NULL, 0);
+    printf("check ok\n");
+}
+
 int main(int argc, char **argv) {
     int mc = 0;
+    const char *raw = NULL;
     for (int i = 1; i < argc; i++) {
         long v;
         if (!strcmp(argv[i], "--path") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--buf") && i + 1 < argc) bufkind = argv[++i];
         else if (!strcmp(argv[i], "--memcpy")) mc = 1;
+        else if (!strcmp(argv[i], "--raw") && i + 1 < argc) raw = argv[++i];
         else if (!strcmp(argv[i], "--no-lat")) do_lat = 0;
         else if (!strcmp(argv[i], "--max") && i + 1 < argc && (v = atol(argv[++i])) >= 8) max_size = (size_t)v;
         else if (!strcmp(argv[i], "--budget") && i + 1 < argc && (v = atol(argv[++i])) > 0) budget = (size_t)v;
@@ -168,7 +210,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-chan-bw: --buf must be mmap or strata\n");
         return 2;
     }
-    printf("path %s, buffers %s\n", mc ? "memcpy" : path, bufkind);
+    if (raw && strcmp(raw, "read") && strcmp(raw, "write")) {
+        fprintf(stderr, "bench-chan-bw: --raw must be read or write\n");
+        return 2;
+    }
+    printf("path %s, buffers %s\n", mc ? "memcpy" : raw ? raw : path, bufkind);
+    if (raw) {
+        raw_bw(raw);
+        return 0;
+    }
     if (mc) {
         memcpy_bw();
         return 0;
