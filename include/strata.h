@@ -264,7 +264,9 @@ STRATA_API int strata_chan_send(strata_chan *c, const void *buf, size_t len);
  * A message longer than cap is dropped, nothing is written to buf, and the
  * result is EMSGSIZE with the message's length in *len. */
 STRATA_API int strata_chan_recv(strata_chan *c, void *buf, size_t cap, size_t *len);
-/* Closes this end (the peer's waits end with EPIPE); removes the name. */
+/* Closes this end (the peer's waits end with EPIPE); removes the name.
+ * No other call on c may be in progress.  A handle is not inherited
+ * usefully by fork: the child must open a channel of its own. */
 STRATA_API void strata_chan_close(strata_chan *c);
 
 enum { STRATA_CHAN_PATH_EAGER = 0, STRATA_CHAN_PATH_CMA = 1, STRATA_CHAN_PATH_COPY = 2, STRATA_CHAN_PATHS = 3 };
