@@ -14,11 +14,11 @@ static const size_t xfer_sizes[] = {8, 64, 512, 4096, 16384, 65536, 262144, 1 <<
 #define XFER_NSIZES (sizeof xfer_sizes / sizeof *xfer_sizes)
 
 /* Messages per window, and windows per measurement: about budget bytes
- * moved per size, at least 4 windows, at most 200. */
+ * moved per size, at least 2 windows (after the warm-up one), at most 200. */
 static inline int xfer_window(size_t s) { return s <= 65536 ? 64 : s <= (4 << 20) ? 16 : 4; }
 static inline int xfer_windows(size_t s, size_t budget) {
     size_t w = budget / (s * (size_t)xfer_window(s));
-    return w < 4 ? 4 : w > 200 ? 200 : (int)w;
+    return w < 2 ? 2 : w > 200 ? 200 : (int)w;
 }
 
 static inline double xfer_now(void) {
