@@ -38,6 +38,10 @@ void large_huge_advise(void *p, size_t size, bool allocated) {
 
 bool large_huge_backed(const void *p, size_t size) {
     long mode = opt(STRATA_OPTION_HUGEPAGES);
-    return mode == STRATA_HUGEPAGES_ALWAYS || (mode == STRATA_HUGEPAGES_AUTO && os_thp_mode() == OS_THP_ALWAYS) ||
-           (applies(size) && large_usable_size(p) >= size);
+    if (mode == STRATA_HUGEPAGES_ALWAYS || (mode == STRATA_HUGEPAGES_AUTO && os_thp_mode() == OS_THP_ALWAYS)) return true;
+    /* The block decides, not the message: a 1 MiB message from a 64 MiB
+     * block is on huge pages too.  (A calloc'd block counts as well: its
+     * single copy is then slower, never wrong.) */
+    size_t block = large_usable_size(p);
+    return block >= size && applies(block);
 }

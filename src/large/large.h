@@ -50,8 +50,8 @@ const char *large_check(void);
 #define LARGE_HUGE_MIN ((size_t)8 << 20)
 /* Advises [p, p+size) when allocated, withdraws the advice when freed. */
 void large_huge_advise(void *p, size_t size, bool allocated);
-/* Whether size bytes at p (a large block start) are placed on huge pages
- * as far as Strata knows (the kernel may still have fallen back). */
+/* Whether size bytes at p (the start of a large block) are placed on huge
+ * pages as far as Strata knows (the kernel may still have fallen back). */
 bool large_huge_backed(const void *p, size_t size);
 /* fork handlers (lock order: see src/init/fork.c). */
 void large_fork_prepare(void);
