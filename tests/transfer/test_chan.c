@@ -151,10 +151,10 @@ static void huge_rule(void) {
     CHECK(c);
     pid_t child = start_echo(name);
     size_t n = (size_t)16 << 20, got;
-    /* 16 MiB from a 16 MiB Strata block, from plain mmap, and 1 MiB from a
+    /* 16 MiB from a 16 MiB Strata block, from plain mmap, and 4 MiB from a
      * 64 MiB Strata block (the block decides, not the message) */
     unsigned char *blocks[3] = {strata_malloc(n), map_bytes(n), strata_malloc(n * 4)}, *in = map_bytes(n);
-    size_t lens[3] = {n, n, (size_t)1 << 20};
+    size_t lens[3] = {n, n, (size_t)4 << 20};
     for (int i = 0; i < 3; i++) {
         CHECK(blocks[i]);
         pattern_fill(blocks[i], 0, lens[i], 40 + (uint64_t)i);
