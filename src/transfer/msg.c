@@ -7,8 +7,8 @@
  *         waits; the receiver pulls the message straight into its buffer
  *         with process_vm_readv and answers in the lane's ack word.  Pull
  *         rather than push: the receiver knows its buffer is big enough
- *         before anything is written, and the two measure the same here
- *         (docs/mpi.md).
+ *         before anything is written; neither measured consistently
+ *         faster here (docs/mpi.md).
  *  copy   everything else, and whenever the kernel refuses single copy: a
  *         pipelined double copy through the ring in chunks of a quarter of
  *         it, so the sender fills one chunk while the receiver drains another.
