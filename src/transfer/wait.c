@@ -15,7 +15,9 @@
 #include "../os/os.h"
 #include "../os/shared.h"
 
-#define WAIT_SPINS 64
+#ifndef WAIT_SPINS
+#define WAIT_SPINS 64          /* 4096 was 10x slower on a busy machine (docs/mpi.md) */
+#endif
 #define WAIT_YIELD_MS 10       /* yield for this long, then sleep */
 #define WAIT_SLEEP_NS 50000
 #define WAIT_CHECK_MS 10       /* how often the peer's process is looked at */
