@@ -23,6 +23,7 @@ need_test=(
   "cmake:cmake" "ninja:ninja-build" "gcc:gcc" "python3:python3" "git:git"
   "sqlite3:sqlite3" "pkg-config:pkg-config" "clang:clang"
   "mpirun:openmpi-bin" "/usr/include/x86_64-linux-gnu/openmpi/mpi.h:libopenmpi-dev"
+  "mpirun.mpich:mpich" "/usr/include/x86_64-linux-gnu/mpich/mpi.h:libmpich-dev"
 )
 need_bench=(
   "${need_test[@]}"
