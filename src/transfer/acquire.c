@@ -8,7 +8,7 @@
  */
 #include "transfer.h"
 
-#include "../core/segmap.h"
+#include "../segmap/segmap.h"
 #include "../large/large.h"
 #include "../options/options.h"
 
