@@ -23,6 +23,6 @@ rc=$?
 printf '%s\n' "$out" | grep -v '^  '          # the statistics' detail lines are long
 [ $rc -eq 0 ] || { echo "run-mpi.sh: mpirun exited with $rc"; exit 1; }
 printf '%s\n' "$out" | grep -q '^mpi_prog: ok$' || { echo "run-mpi.sh: the program did not finish"; exit 1; }
-ranks=$(printf '%s\n' "$out" | grep -c '^strata: statistics (pid')
+ranks=$(printf '%s\n' "$out" | grep -c '^strata: statistics .*(pid')
 [ "$ranks" -ge 2 ] || { echo "run-mpi.sh: $ranks process(es) printed Strata's statistics, expected one per rank"; exit 1; }
 echo "run-mpi.sh: ok, $ranks processes ran Strata"
