@@ -108,6 +108,12 @@ typedef enum strata_option_e {
     STRATA_OPTION_LARGE_CACHE_MB,   /* MiB of freed large blocks kept for reuse */
     STRATA_OPTION_LARGE_PURGE_DELAY_MS, /* ms freed large blocks keep their pages */
     STRATA_OPTION_LARGE_FIT,        /* STRATA_LARGE_FIT_BEST|FIRST (first: for comparison only) */
+    STRATA_OPTION_CMA,              /* 0|1: single-copy transfers (process_vm_readv) allowed */
+    STRATA_OPTION_CHAN_RING,        /* bytes of each direction's ring of a channel */
+    STRATA_OPTION_CHAN_EAGER_MAX,   /* bytes: messages up to this go through the ring in one piece */
+    STRATA_OPTION_CHAN_CMA_MIN,     /* bytes: messages on huge pages from this size by single copy */
+    STRATA_OPTION_CHAN_CMA_MIN_ANY, /* bytes: any message from this size by single copy; 0 = never */
+    STRATA_OPTION_CHAN_TIMEOUT_MS,  /* ms a channel operation waits for its peer; -1 = forever */
     STRATA_OPTION_COUNT
 } strata_option_t;
 
@@ -207,6 +213,89 @@ STRATA_API void strata_arena_stats(strata_arena *a, strata_arena_stats_t *out);
 STRATA_API void strata_arena_destroy(strata_arena *a);
 /* --- end arena API --- */
 
+/* ---- Single-copy transfers and channels between processes -----------------
+ * (docs/mpi.md).  Errors: functions return -1 or an errno value, and
+ * strata_transfer_error() gives the calling thread's last error as one line
+ * ("strata: cma read from pid 12: no such process (ESRCH)"). */
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* Moves min(sum of local lengths, sum of remote lengths) bytes between this
+ * process's local iovecs and process pid's remote ones, in one copy
+ * (process_vm_readv / process_vm_writev), looping over the kernel's partial
+ * transfers and its per-call limits.  Returns the bytes moved, or -1 with
+ * errno EPERM (not permitted: another user, Yama, a container, or
+ * STRATA_CMA=0), ESRCH (no such process), EFAULT (a range is not mapped;
+ * part may have been moved, the message says how much), EINVAL. */
+STRATA_API ssize_t strata_cma_read(pid_t pid, const struct iovec *local, size_t nlocal,
+                                   const struct iovec *remote, size_t nremote);
+STRATA_API ssize_t strata_cma_write(pid_t pid, const struct iovec *local, size_t nlocal,
+                                    const struct iovec *remote, size_t nremote);
+/* Whether single-copy from pid is permitted, found by a real one-byte read:
+ * 1 yes, 0 no (the reason in strata_transfer_error()), -1 with errno ESRCH
+ * when there is no such process. */
+STRATA_API int strata_cma_probe(pid_t pid);
+/* The calling thread's last transfer or channel error, "" if none. */
+STRATA_API const char *strata_transfer_error(void);
+
+/* A channel joins two processes of one node, messages both ways.  Small
+ * messages are copied through a shared-memory ring; large ones on huge
+ * pages (Strata's big blocks) move by rendezvous (the receiver pulls them
+ * with process_vm_readv); the rest, and all where single copy is not
+ * permitted, by a pipelined copy through the ring (faster than single
+ * copy from 4 KiB pages: docs/mpi.md).  One thread may send while another receives; each
+ * direction is ordered. */
+typedef struct strata_chan_s strata_chan;
+
+typedef struct strata_chan_opts_s {
+    size_t ring_bytes;   /* per direction, a power of two >= 4 KiB (0: STRATA_CHAN_RING) */
+    size_t eager_max;    /* <= ring_bytes / 2 - 32 (0: STRATA_CHAN_EAGER_MAX) */
+    size_t cma_min;      /* single copy from this size for buffers on huge pages (0: STRATA_CHAN_CMA_MIN) */
+    size_t cma_min_any;  /* ... and for any buffer (0: STRATA_CHAN_CMA_MIN_ANY; SIZE_MAX: never) */
+    long timeout_ms;     /* 0: STRATA_CHAN_TIMEOUT_MS; -1: wait forever */
+    unsigned mode;       /* permission bits of the channel's file (0: 0600) */
+    unsigned flags;      /* STRATA_CHAN_NO_CMA */
+} strata_chan_opts;
+#define STRATA_CHAN_NO_CMA 1u   /* never single-copy on this channel */
+
+/* Creates the channel name (a file in /dev/shm; letters, digits, "._-")
+ * and returns this side's end; opts may be NULL.  NULL with errno EINVAL,
+ * EEXIST (the name is taken), or another errno. */
+STRATA_API strata_chan *strata_chan_create(const char *name, const strata_chan_opts *opts);
+/* Opens the other end, waiting up to STRATA_CHAN_TIMEOUT_MS for the creator.
+ * NULL with errno ETIMEDOUT, EPROTO (the name holds another layout or
+ * version), EBUSY (already open), ... */
+STRATA_API strata_chan *strata_chan_open(const char *name);
+/* Blocks until the peer has the message (or, for a small one, until it is
+ * in the ring).  Returns 0, ETIMEDOUT, EPIPE (peer closed or died),
+ * EMSGSIZE (the peer's buffer was too small: it dropped the message). */
+STRATA_API int strata_chan_send(strata_chan *c, const void *buf, size_t len);
+/* Receives the next message into buf (capacity cap); its length in *len.
+ * A message longer than cap is dropped, nothing is written to buf, and the
+ * result is EMSGSIZE with the message's length in *len. */
+STRATA_API int strata_chan_recv(strata_chan *c, void *buf, size_t cap, size_t *len);
+/* Closes this end (the peer's waits end with EPIPE); removes the name.
+ * No other call on c may be in progress.  A handle is not inherited
+ * usefully by fork: the child must open a channel of its own. */
+STRATA_API void strata_chan_close(strata_chan *c);
+
+enum { STRATA_CHAN_PATH_EAGER = 0, STRATA_CHAN_PATH_CMA = 1, STRATA_CHAN_PATH_COPY = 2, STRATA_CHAN_PATHS = 3 };
+#define STRATA_CHAN_SIZE_BUCKETS 42  /* bucket 0: 0 bytes; b: 2^(b-1) <= size < 2^b */
+typedef struct strata_chan_stats_s {
+    uint64_t sent[STRATA_CHAN_PATHS], sent_bytes[STRATA_CHAN_PATHS];
+    uint64_t received[STRATA_CHAN_PATHS], received_bytes[STRATA_CHAN_PATHS];
+    /* messages sent, by the path they took and their size bucket */
+    uint64_t sent_by_size[STRATA_CHAN_PATHS][STRATA_CHAN_SIZE_BUCKETS];
+    uint64_t cma_refused;    /* single-copy refused by the kernel; copied instead */
+    uint64_t truncated;      /* messages dropped for a too-small receive buffer */
+    uint64_t timeouts, peer_lost;
+} strata_chan_stats_t;
+STRATA_API void strata_chan_stats(const strata_chan *c, strata_chan_stats_t *out);
+/* "eager", "cma", "copy" */
+STRATA_API const char *strata_chan_path_name(int path);
+/* Which path each size took, one line per path and size bucket used. */
+STRATA_API void strata_chan_stats_print(const strata_chan *c, FILE *out);
+/* --- end transfer API --- */
 /* ---- NUMA placement ------------------------------------------------------
  * (see docs/numa.md) */
 /* A block whose pages are on NUMA node `node` (0 .. nodes-1), whatever

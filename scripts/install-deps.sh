@@ -23,6 +23,7 @@ need_test=(
   "cmake:cmake" "ninja:ninja-build" "gcc:gcc" "python3:python3" "git:git"
   "sqlite3:sqlite3" "pkg-config:pkg-config" "clang:clang"
   "mpirun:openmpi-bin" "/usr/include/x86_64-linux-gnu/openmpi/mpi.h:libopenmpi-dev"
+  "mpirun.mpich:mpich" "/usr/include/x86_64-linux-gnu/mpich/mpi.h:libmpich-dev"
   "qemu-system-x86_64:qemu-system-x86" "/usr/share/doc/busybox-static:busybox-static" "cpio:cpio" "numactl:numactl"
 )
 need_bench=(

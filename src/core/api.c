@@ -51,7 +51,7 @@ void *strata_realloc(void *p, size_t size) {
     void *q = strata_malloc(size);
     if (!q) return NULL;
     memcpy(q, p, usable < size ? usable : size);
-    strata_free_generic(p, "realloc()");
+    strata_free_generic(p, pagemap_page(p), "realloc()");
     return q;
 }
 

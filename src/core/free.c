@@ -33,7 +33,7 @@ STRATA_NO_SLP void strata_free(void *p) {
         if (unlikely(--page->used == 0)) page_retire(heap, page);
         return;
     }
-    strata_free_generic(p, "free()");
+    strata_free_generic(p, page, "free()");
 }
 
 static void free_remote(page_t *page, block_t *b) {
@@ -109,24 +109,19 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
     return b;
 }
 
-noinline void strata_free_generic(void *p, const char *call) {
-    page_t *page = pagemap_page(p);          /* names a page only inside size-class segments */
+/* Everything but a plain remote free: errors, aligned and check-mode pages,
+ * abandoned segments, the owner's frees into full pages. */
+static noinline void free_slow(void *p, page_t *page, const char *call) {
     if (page == &page_foreign) {
         if (p) free_foreign(p, call);
         return;
     }
     segment_t *seg = segment_of(p);
-    block_t *b = p;
-    uint8_t flags = page_flags(page);
-    /* The common case here, another thread's block or a full page's: a
-     * live block start, checked inline; anything unusual goes to block_find. */
-    if (unlikely((flags & ~PAGE_FULL) != 0 || !page_is_block_start(page, p) || block_link_ok(page, b))) {
-        b = block_find(seg, page, p, call);
-        if (!b) return;
-        if ((flags & PAGE_CHECK) && !segment_check_toggle_free(seg, b, true)) {
-            strata_report(call, "double free", p, NULL);
-            return;
-        }
+    block_t *b = block_find(seg, page, p, call);
+    if (!b) return;
+    if ((page_flags(page) & PAGE_CHECK) && !segment_check_toggle_free(seg, b, true)) {
+        strata_report(call, "double free", p, NULL);
+        return;
     }
     heap_t *heap = tls_heap;
     heap_t *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
@@ -140,6 +135,22 @@ noinline void strata_free_generic(void *p, const char *call) {
     }
     if (owner == heap) page_free_local(heap, page, b, call);
     else free_remote(page, b);
+}
+
+/* Off free's fast path, with the page it found (page_foreign if none).
+ * The common case here, a live block start of another thread's page (or a
+ * full one), is checked inline and pushed; the rest goes to free_slow. */
+noinline void strata_free_generic(void *p, page_t *page, const char *call) {
+    block_t *b = p;
+    if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p)) &&
+        likely(!block_link_ok(page, b))) {
+        heap_t *owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_acquire);
+        if (likely(owner != NULL && owner != tls_heap)) {
+            free_remote(page, b);
+            return;
+        }
+    }
+    free_slow(p, page, call);
 }
 
 size_t strata_block_validate(const void *p, const char *call) {

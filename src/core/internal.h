@@ -351,7 +351,7 @@ bool canary_check(page_t *page, block_t *b, const void *p, const char *call);
 /* alloc.c / free.c */
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);
 void *strata_malloc_aligned(size_t size, size_t align, bool zero);
-void strata_free_generic(void *p, const char *call);
+void strata_free_generic(void *p, page_t *page, const char *call);
 void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size);
 size_t strata_usable_size_of(const void *p);
 /* Usable size of the live block p starts, or 0 after reporting (as call) that

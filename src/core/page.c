@@ -114,9 +114,10 @@ void page_extend(page_t *page) {
 /* Takes the blocks other threads freed (thread_free) onto local_free, and
  * local_free onto free when free is empty.  Owner only.  The remote list
  * is walked anyway (to count what it gives back); the walk is bounded by
- * the blocks the page has handed out and checks every link, so a double
- * free from another thread (a cycle) or a corrupted link is reported here
- * and can never make the walk run away. */
+ * the blocks the page has handed out and never leaves the page, so a
+ * double free from another thread (a cycle) or a link pointing elsewhere
+ * is reported here and can never make the walk run away.  (Each link's
+ * check word is verified when the block is popped.) */
 void page_collect(page_t *page) {
     uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     if (tf & ~(uintptr_t)3) {
@@ -130,7 +131,7 @@ void page_collect(page_t *page) {
         for (block_t *b = head; b; b = block_next(page, b)) {
             const char *what = NULL;
             if (n >= used) what = "double free";                         /* more frees than blocks out */
-            else if ((uintptr_t)b - start >= span || !block_link_ok(page, b)) what = "corrupted free list";
+            else if ((uintptr_t)b - start >= span) what = "corrupted free list";
             if (what) {
                 strata_report("free()", what, b, NULL);
                 /* warn mode: what follows is dropped; those blocks stay

@@ -318,6 +318,7 @@ void *large_alloc_onnode(size_t size, size_t align, bool zero, int node) {
         if (size <= LARGE_MEMSET_MAX) memset(p, 0, size);
         else os_purge(p, (size + os_page_size() - 1) & ~(os_page_size() - 1));
     }
+    if (!zero) large_huge_advise(p, usable, true);
     stat_add(&stats.large_allocated, 1);
     stat_add_peak(&stats.large_live_bytes, &stats.large_peak_bytes, usable);
     return p;
@@ -332,6 +333,8 @@ void large_free(void *p) {
     stripe_lock(s);
     size_t usable = 0;
     int r = arena_free(&s->arena, p, &usable);
+    /* Under the lock: the range must not be handed out (and advised) again first. */
+    if (r == ARENA_OK) large_huge_advise(p, usable, false);
     stripe_unlock(s);
     if (r == ARENA_INVALID) {
         strata_error("free(): invalid pointer", p);

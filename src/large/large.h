@@ -49,6 +49,14 @@ typedef struct large_stats_s {
 void large_stats_get(large_stats_t *out);
 /* Verifies every arena's invariants; NULL or what is broken (tests). */
 const char *large_check(void);
+/* Huge pages for big blocks under STRATA_HUGEPAGES=auto (huge.c): from
+ * this size, a malloc'd block's 2 MiB-aligned interior is advised huge. */
+#define LARGE_HUGE_MIN ((size_t)8 << 20)
+/* Advises [p, p+size) when allocated, withdraws the advice when freed. */
+void large_huge_advise(void *p, size_t size, bool allocated);
+/* Whether size bytes at p (the start of a large block) are placed on huge
+ * pages as far as Strata knows (the kernel may still have fallen back). */
+bool large_huge_backed(const void *p, size_t size);
 /* fork handlers (lock order: see src/init/fork.c). */
 void large_fork_prepare(void);
 void large_fork_parent(void);

@@ -57,6 +57,18 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "ms freed large blocks keep their pages (0: at once, -1: never)"},
     {"LARGE_FIT", KIND_ENUM, STRATA_LARGE_FIT_BEST, 0, 1, fit_words,
      "large-tier placement: best, or first (for comparison only)"},
+    {"CMA", KIND_BOOL, 1, 0, 1, NULL,
+     "single-copy transfers between processes (process_vm_readv) where the kernel permits them"},
+    {"CHAN_RING", KIND_SIZE, 1 << 20, 4096, 1L << 30, NULL,
+     "bytes of each direction's ring of a channel (a power of two)"},
+    {"CHAN_EAGER_MAX", KIND_SIZE, 16 * 1024, 0, 1L << 29, NULL,
+     "channel messages up to this many bytes are copied through the ring in one piece"},
+    {"CHAN_CMA_MIN", KIND_SIZE, 4 << 20, 0, 1L << 50, NULL,
+     "channel messages on huge pages from this many bytes move by single copy"},
+    {"CHAN_CMA_MIN_ANY", KIND_SIZE, 0, 0, 1L << 50, NULL,
+     "channel messages on any pages from this many bytes move by single copy (0: never)"},
+    {"CHAN_TIMEOUT_MS", KIND_INT, 30000, -1, 24L * 3600 * 1000, NULL,
+     "ms a channel operation waits for its peer (-1: forever)"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];

@@ -9,17 +9,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "strata.h"
+#include "common/victim.h"
 
-static void say(const void *p) {
-    printf("%p\n", p);
-    fflush(stdout);
-}
-
-/* Keeps the compiler from reasoning about the pointers we pass to free. */
-static void *launder(void *p) {
-    __asm__ volatile("" : "+r"(p));
-    return p;
-}
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;

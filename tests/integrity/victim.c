@@ -11,17 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "strata.h"
+#include "common/victim.h"
 
-static void say(const void *p) {
-    printf("%p\n", p);
-    fflush(stdout);
-}
-
-/* Keeps the compiler from reasoning about the pointers we misuse. */
-static void *launder(void *p) {
-    __asm__ volatile("" : "+r"(p));
-    return p;
-}
 
 static void *twice_in_thread(void *p) {
     free(p);

@@ -1,0 +1,47 @@
+/* huge.c — huge pages for big large blocks under STRATA_HUGEPAGES=auto.
+ *
+ * Measured (bench/transfer, bench/RESULTS.md "Transfers"): a single copy
+ * between processes (process_vm_readv, what MPI's CMA mode and Strata's
+ * channel use) from a buffer on 2 MiB pages runs about three times as fast
+ * as from 4 KiB pages, because the kernel pins one page per 2 MiB instead
+ * of 512.  Blocks big enough to hold whole 2 MiB pages get them: only the
+ * 2 MiB-aligned interior of a block of LARGE_HUGE_MIN bytes or more is
+ * advised, so no huge page ever spans two blocks or a block and free space.
+ * calloc'd blocks are left alone (big zeroed arrays are often touched
+ * sparsely, and a huge page would make each touch cost 2 MiB), and the
+ * advice is withdrawn when the block is freed, so a smaller block placed
+ * there later does not inherit it.  Only where THP is in madvise mode:
+ * under "always" blocks have huge pages already, under "never" advice does
+ * nothing.
+ */
+#include "large.h"
+
+#include <stdint.h>
+
+#include "../options/options.h"
+#include "../os/os.h"
+#include "../os/thp.h"
+
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+static bool applies(size_t size) {
+    return size >= LARGE_HUGE_MIN && opt(STRATA_OPTION_HUGEPAGES) == STRATA_HUGEPAGES_AUTO &&
+           os_thp_mode() == OS_THP_MADVISE;
+}
+
+void large_huge_advise(void *p, size_t size, bool allocated) {
+    if (!applies(size)) return;
+    uintptr_t start = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    uintptr_t end = ((uintptr_t)p + size) & ~(HUGE_PAGE - 1);
+    if (end > start) os_advise_huge((void *)start, end - start, allocated);
+}
+
+bool large_huge_backed(const void *p, size_t size) {
+    long mode = opt(STRATA_OPTION_HUGEPAGES);
+    if (mode == STRATA_HUGEPAGES_ALWAYS || (mode == STRATA_HUGEPAGES_AUTO && os_thp_mode() == OS_THP_ALWAYS)) return true;
+    /* The block decides, not the message: a 1 MiB message from a 64 MiB
+     * block is on huge pages too.  (A calloc'd block counts as well: its
+     * single copy is then slower, never wrong.) */
+    size_t block = large_usable_size(p);
+    return block >= size && applies(block);
+}

@@ -1,0 +1,123 @@
+/* chan.h — a channel's shared layout and this process's handle on it.
+ *
+ * The channel is one file in /dev/shm: a header page, then one ring per
+ * direction.  Side 0 is the creator, side 1 the opener; lane i carries
+ * messages from side i to side 1 - i.  A lane is a single-producer,
+ * single-consumer byte ring: head counts the bytes ever written (only the
+ * producer moves it), tail the bytes ever consumed (only the consumer);
+ * both only grow, so head - tail is what is in flight and nothing is
+ * overwritten before it was read.  A record is published whole (header and
+ * payload, then head with release order), so a reader that sees a header
+ * sees its payload.  Rendezvous replies do not go through the other
+ * direction's ring (they would interleave with its messages) but through
+ * the lane's ack word.  The file is versioned: an opener refuses any other
+ * magic, version or layout instead of guessing.
+ */
+#ifndef STRATA_TRANSFER_CHAN_H
+#define STRATA_TRANSFER_CHAN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "transfer.h"
+
+#define CHAN_MAGIC 0x314e414843525453ull   /* "STRCHAN1" */
+#define CHAN_VERSION 1u
+#define CHAN_NAME_MAX 200
+#define CHAN_REC 32u                         /* record header bytes; records are padded to it */
+#define CHAN_PAD(n) (((n) + CHAN_REC - 1) & ~(uint64_t)(CHAN_REC - 1))
+
+/* chan_header.state[side]; CHAN_DEAD is written by the survivor, so later
+ * calls fail at once. */
+enum { CHAN_OPEN = 0, CHAN_CLOSED = 1, CHAN_BROKEN = 2, CHAN_DEAD = 3 };
+
+/* ack_status beyond errno values: single copy was refused, send it again by copy. */
+#define CHAN_ACK_COPY (-1)
+
+typedef struct chan_lane_s {
+    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) _Atomic uint64_t tail;
+    _Alignas(64) _Atomic uint64_t ack_seq;   /* last rendezvous the consumer finished */
+    _Atomic int32_t ack_status;              /* its result: 0, an errno value, CHAN_ACK_COPY */
+} chan_lane;
+
+typedef struct chan_header_s {
+    _Atomic uint64_t magic;                  /* stored last by the creator */
+    uint32_t version;
+    uint32_t header_bytes;                   /* where lane 0's ring starts */
+    uint32_t lane_bytes;                     /* sizeof(chan_lane): a layout check */
+    uint32_t rec_bytes;                      /* CHAN_REC */
+    uint64_t ring_bytes;
+    uint64_t eager_max, cma_min, cma_min_any;  /* cma_min_any: UINT64_MAX = never */
+    uint64_t total_bytes;                    /* the file's size */
+    _Atomic int32_t pid[2];
+    _Atomic uint32_t state[2];
+    chan_lane lane[2];
+} chan_header;
+
+enum { REC_EAGER = 1, REC_RTS = 2, REC_STREAM = 3, REC_DATA = 4 };
+
+typedef struct chan_rec_s {
+    uint32_t type;
+    int32_t pid;        /* REC_RTS: the sender, whose memory is read */
+    uint64_t len;       /* payload bytes (EAGER, DATA) or message bytes (RTS, STREAM) */
+    uint64_t seq;       /* RTS, STREAM: the number the ack must carry */
+    uint64_t addr;      /* RTS: the message in the sender's address space */
+} chan_rec;
+
+typedef struct ring_s {
+    chan_lane *lane;
+    unsigned char *data;
+    uint64_t size;       /* a power of two */
+} ring_t;
+
+struct strata_chan_s {
+    chan_header *h;
+    size_t map_bytes, self_bytes;
+    uint64_t ino;          /* the creator's file, removed at close if still there */
+    int side;
+    ring_t out, in;
+    long timeout_ms;
+    uint64_t eager_max, cma_min, cma_min_any;
+    bool cma;              /* this end may ask for single copy */
+    bool peer_refuses;     /* the kernel refused our receiver once: stop asking */
+    uint64_t seq;          /* rendezvous numbers of our lane */
+    pthread_mutex_t send_lock, recv_lock;
+    strata_chan_stats_t st;
+    char name[CHAN_NAME_MAX + 1];
+};
+
+/* ---- Waiting (wait.c) ---------------------------------------------------
+ * Every blocking loop calls chan_wait_step while its condition is false: it
+ * spins briefly, then yields, then sleeps, and returns 0 to go on or, when
+ * the peer closed or died or the timeout passed, an errno value (EPIPE,
+ * ETIMEDOUT) with the error recorded; what says what was waited for. */
+typedef struct chan_waiter_s {
+    uint64_t start_ms, next_check_ms;
+    unsigned spins;
+} chan_waiter;
+int chan_wait_step(strata_chan *c, chan_waiter *w, const char *what);
+/* Marks this side broken (a message was cut off): the peer stops waiting. */
+void chan_break(strata_chan *c);
+
+/* ---- Rings (ring.c) ----------------------------------------------------- */
+/* Waits for room for n bytes in out; 0 or an errno. */
+int ring_reserve(strata_chan *c, uint64_t n, const char *what);
+/* Writes a record (header, then len payload bytes from src) at head and
+ * publishes it; room must have been reserved. */
+void ring_put(ring_t *r, const chan_rec *rec, const void *src, uint64_t len);
+/* Waits for the next record of in and copies its header to *rec. */
+int ring_peek(strata_chan *c, chan_rec *rec, const char *what);
+/* Copies n payload bytes of the current record, from offset off, to dst. */
+void ring_copy_out(const ring_t *r, uint64_t off, void *dst, uint64_t n);
+/* Consumes the current record (header and len padded payload bytes). */
+void ring_pop(ring_t *r, uint64_t len);
+
+/* ---- Statistics (chan.c) ------------------------------------------------ */
+void chan_count_sent(strata_chan *c, int path, uint64_t len);
+void chan_count_received(strata_chan *c, int path, uint64_t len);
+void chan_count(uint64_t *counter);
+
+#endif

@@ -1,0 +1,69 @@
+/* test_huge.c — huge pages for big large blocks under STRATA_HUGEPAGES=auto
+ * (src/large/huge.c), read back from the VmFlags of /proc/self/smaps:
+ * where THP is in madvise mode a malloc'd block of 8 MiB or more has its
+ * 2 MiB-aligned interior advised (and only that: the bytes before the
+ * first 2 MiB boundary are not), the advice is withdrawn when it is freed,
+ * and smaller blocks and calloc'd blocks get none.  Skipped where THP is
+ * not in madvise mode. */
+#include <stdint.h>
+#include <strata.h>
+
+#include "xfer.h"
+
+/* 1 if the mapping holding p is advised MADV_HUGEPAGE ("hg"), 0 if not. */
+static int advised(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    CHECK(f);
+    char line[512];
+    int inside = 0, hg = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+            continue;
+        }
+        if (inside && !strncmp(line, "VmFlags:", 8)) {
+            hg = strstr(line, " hg") != NULL;
+            break;
+        }
+    }
+    fclose(f);
+    CHECK(hg >= 0);
+    return hg;
+}
+
+int main(void) {
+    char thp[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+        if (!fgets(thp, sizeof thp, f)) thp[0] = 0;
+        fclose(f);
+    }
+    if (!strstr(thp, "[madvise]")) {
+        printf("transfer_huge: skipped: THP is not in madvise mode here (%s)\n", thp[0] ? thp : "no THP");
+        return 77;
+    }
+    CHECK(strata_option_get(STRATA_OPTION_HUGEPAGES) == STRATA_HUGEPAGES_AUTO);
+    size_t big = (size_t)16 << 20, hp = (size_t)2 << 20;
+    char *b = strata_malloc(big);
+    CHECK(b);
+    uintptr_t first = ((uintptr_t)b + hp - 1) & ~(uintptr_t)(hp - 1);
+    CHECK(advised((void *)first));
+    CHECK(advised(b + big - hp - ((uintptr_t)(b + big) & (hp - 1))));
+    if ((uintptr_t)b != first) CHECK(!advised(b));        /* before the first boundary: no */
+    char *small = strata_malloc((size_t)1 << 20);
+    CHECK(small && !advised(small));
+    char *zeroed = strata_calloc(1, big);
+    CHECK(zeroed && !advised(zeroed + big / 2));
+    strata_free(b);
+    CHECK(!advised((void *)first));                        /* withdrawn on free */
+    /* Off by option. */
+    CHECK(strata_option_set(STRATA_OPTION_HUGEPAGES, STRATA_HUGEPAGES_NEVER) == 0);
+    char *c = strata_malloc(big);
+    CHECK(c && !advised(c + big / 2));
+    strata_free(c);
+    strata_free(small);
+    strata_free(zeroed);
+    printf("transfer_huge: ok\n");
+    return 0;
+}
