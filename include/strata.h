@@ -101,6 +101,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_LARGE_CACHE_MB,   /* MiB of freed large blocks kept for reuse */
     STRATA_OPTION_LARGE_PURGE_DELAY_MS, /* ms freed large blocks keep their pages */
     STRATA_OPTION_LARGE_FIT,        /* STRATA_LARGE_FIT_BEST|FIRST (first: for comparison only) */
+    STRATA_OPTION_MEMORY_LIMIT,     /* bytes the process may keep resident; 0 = auto (the cgroup's) */
     STRATA_OPTION_COUNT
 } strata_option_t;
 

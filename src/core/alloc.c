@@ -37,6 +37,7 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     }
     if (unlikely((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE)) {
         if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+        heap_maintain(heap);   /* small pages are purged on the clock while only large blocks come */
         return large_alloc(size, 16, zero);
     }
     heap_collect_delayed(heap);

@@ -210,6 +210,8 @@ void segment_abandon(heap_t *heap, segment_t *seg);
 bool segment_reclaim_for_free(heap_t *heap, segment_t *seg);
 uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged);
 size_t segment_cache_release(bool all);
+size_t segment_abandoned_purge(bool wait, uint64_t now);
+size_t segment_reclaim(void);
 void segment_fork_prepare(void);
 void segment_fork_parent(void);
 void segment_fork_child(void);

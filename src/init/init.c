@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "../core/internal.h"
+#include "../large/large.h"
 #include "../stats/stats.h"
 
 bool strata_ready;
@@ -28,6 +29,11 @@ void strata_process_init(void) {
     options_init();
     strata_check_mode = opt(STRATA_OPTION_CHECK) != 0;
     if (segmap_init() != 0) strata_fatal("cannot map the segment map");
+    /* Limits: the memory limit stated by hand (else the cgroup's is read
+     * when first needed); both tiers give memory back when a map fails. */
+    os_set_memory_limit((size_t)opt(STRATA_OPTION_MEMORY_LIMIT));
+    os_register_reclaim(segment_reclaim);
+    os_register_reclaim(large_reclaim);
     heap_init_process();
     strata_ready = true;
     atomic_store(&init_state, 2);

@@ -25,6 +25,7 @@ static const char *const huge_words[] = {"never", "auto", "always", NULL};
 static const char *const numa_words[] = {"off", "local", "interleave", NULL};
 static const char *const err_words[] = {"abort", "warn", NULL};
 static const char *const fit_words[] = {"best", "first", NULL};
+static const char *const limit_words[] = {"auto", NULL};
 
 /* Keep in the order of strata_option_t. */
 static const opt_desc table[STRATA_OPTION_COUNT] = {
@@ -45,6 +46,8 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "ms freed large blocks keep their pages (0: at once, -1: never)"},
     {"LARGE_FIT", KIND_ENUM, STRATA_LARGE_FIT_BEST, 0, 1, fit_words,
      "large-tier placement: best, or first (for comparison only)"},
+    {"MEMORY_LIMIT", KIND_SIZE, 0, 0, 1L << 50, limit_words,
+     "memory the process may use, e.g. 512m; auto (0): the cgroup's limit, if any"},
 };
 
 long strata_options[STRATA_OPTION_COUNT];
@@ -99,8 +102,9 @@ static bool parse_value(const opt_desc *d, const char *value, long *out) {
         else if (!strcasecmp(value, "0") || !strcasecmp(value, "off") || !strcasecmp(value, "no") || !strcasecmp(value, "false")) v = 0;
         else return false;
         break;
-    case KIND_SIZE:
-        if (!options_parse_size(value, &v)) return false;
+    case KIND_SIZE:   /* a size, or a word for 0 (words[0]) */
+        if (d->words && !strcasecmp(value, d->words[0])) v = 0;
+        else if (!options_parse_size(value, &v)) return false;
         break;
     case KIND_INT:
         if (!parse_int(value, &v)) return false;
@@ -144,7 +148,7 @@ void options_init(void) {
 void options_print(void) {
     for (int i = 0; i < STRATA_OPTION_COUNT; i++) {
         const opt_desc *d = &table[i];
-        if (d->kind == KIND_ENUM)
+        if (d->kind == KIND_ENUM || (d->words && strata_options[i] == 0))
             strata_message("strata: option %-16s %s\n", d->name, d->words[strata_options[i]]);
         else
             strata_message("strata: option %-16s %ld\n", d->name, strata_options[i]);

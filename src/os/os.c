@@ -28,18 +28,22 @@ size_t os_page_size(void) {
     return page_size_cache;
 }
 
-static void *map_aligned(size_t size, size_t align, int prot, int flags) {
-    if (size == 0 || size > ((size_t)1 << 47)) { errno = ENOMEM; return NULL; }
-    size_t ps = os_page_size();
-    if (align < ps) align = ps;
+static void *map_once(size_t size, size_t align, int prot, int flags) {
+    flags |= MAP_PRIVATE | MAP_ANONYMOUS;
     /* Try the exact size first: large mappings are often aligned already. */
-    void *p = mmap(NULL, size, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, size, prot, flags, -1, 0);
     if (p == MAP_FAILED) return NULL;
     if (((uintptr_t)p & (align - 1)) == 0) return p;
     munmap(p, size);
+    /* The aligned address just above is often free too: asking for it
+     * costs no extra address space, which matters under ulimit -v. */
+    void *hint = (void *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+    p = mmap(hint, size, prot, flags, -1, 0);
+    if (p == hint) return p;
+    if (p != MAP_FAILED) munmap(p, size);
     if (size + align < size) { errno = ENOMEM; return NULL; }
     size_t over = size + align;
-    char *raw = mmap(NULL, over, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *raw = mmap(NULL, over, prot, flags, -1, 0);
     if (raw == MAP_FAILED) return NULL;
     char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
     size_t head = (size_t)(aligned - raw);
@@ -47,6 +51,22 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
     if (head) munmap(raw, head);
     if (tail) munmap(aligned + size, tail);
     return aligned;
+}
+
+/* A refused mapping (address space short: ulimit -v) re-reads the limits
+ * and asks the reclaim hooks (limits.c) to give back what they can, then
+ * tries once more. */
+static void *map_aligned(size_t size, size_t align, int prot, int flags) {
+    if (size == 0 || size > ((size_t)1 << 47)) { errno = ENOMEM; return NULL; }
+    size_t ps = os_page_size();
+    if (align < ps) align = ps;
+    void *p = map_once(size, align, prot, flags);
+    if (p || errno != ENOMEM) return p;
+    os_limits_refresh();
+    if (os_reclaim() == 0) { errno = ENOMEM; return NULL; }
+    p = map_once(size, align, prot, flags);
+    if (!p) errno = ENOMEM;
+    return p;
 }
 
 void *os_alloc_aligned(size_t size, size_t align) {
