@@ -214,6 +214,12 @@ static long purge_delay(void) {
     return d <= 0 ? d : opt(STRATA_OPTION_LARGE_PURGE_DELAY_MS);
 }
 
+/* Options and the memory headroom change at run time; the arena follows. */
+static void stripe_refresh(stripe_t *s) {
+    s->arena.cfg.purge_delay_ms = purge_delay();
+    s->arena.cfg.dirty_limit = cache_limit(s);
+}
+
 static void stripe_lock(stripe_t *s) {
     if (pthread_mutex_trylock(&s->lock) != 0) {
         atomic_fetch_add_explicit(&lock_waits, 1, memory_order_relaxed);
@@ -239,9 +245,7 @@ static void stripe_lock(stripe_t *s) {
         if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
         atomic_store_explicit(&s->ready, true, memory_order_release);
     }
-    /* Options may change at run time; the arena follows them. */
-    s->arena.cfg.purge_delay_ms = purge_delay();
-    s->arena.cfg.dirty_limit = cache_limit(s);
+    stripe_refresh(s);
 }
 
 /* Purges what is due and moves the purge count to the global statistics. */
@@ -422,6 +426,7 @@ void large_collect(uint64_t now_ms) {
     for (int i = 0; i < LARGE_STRIPES; i++) {
         stripe_t *s = &stripes[i];
         if (!atomic_load_explicit(&s->ready, memory_order_acquire) || pthread_mutex_trylock(&s->lock) != 0) continue;
+        stripe_refresh(s);  /* the budget shrinks as the headroom does */
         stripe_unlock(s);   /* collects */
     }
 }

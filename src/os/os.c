@@ -35,12 +35,16 @@ static void *map_once(size_t size, size_t align, int prot, int flags) {
     if (p == MAP_FAILED) return NULL;
     if (((uintptr_t)p & (align - 1)) == 0) return p;
     munmap(p, size);
-    /* The aligned address just above is often free too: asking for it
+    /* The aligned addresses next to the hole the kernel chose are often
+     * free too (mappings grow downwards, so below first): asking for them
      * costs no extra address space, which matters under ulimit -v. */
-    void *hint = (void *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
-    p = mmap(hint, size, prot, flags, -1, 0);
-    if (p == hint) return p;
-    if (p != MAP_FAILED) munmap(p, size);
+    uintptr_t down = (uintptr_t)p & ~(uintptr_t)(align - 1);
+    uintptr_t hints[2] = {down, down + align};
+    for (int i = 0; i < 2; i++) {
+        void *q = mmap((void *)hints[i], size, prot, flags, -1, 0);
+        if (q == (void *)hints[i]) return q;
+        if (q != MAP_FAILED) munmap(q, size);
+    }
     if (size + align < size) { errno = ENOMEM; return NULL; }
     size_t over = size + align;
     char *raw = mmap(NULL, over, prot, flags, -1, 0);
