@@ -385,13 +385,35 @@ void *large_resize_in_place(void *p, size_t size) {
     return p;
 }
 
-/* Moving without copying would need mremap to a fixed place inside our own
- * reservation; blocks grow in place instead (the reservations are large, so
- * the last block of a range can always grow), and otherwise the caller copies. */
+/* Blocks from this size on move with mremap when they cannot grow in
+ * place: the page tables move, the bytes are not copied.  Below it a copy
+ * costs less than the system calls. */
+#define LARGE_REMAP_MIN ((size_t)4 << 20)
+
+/* Takes a new block in the same stripe and moves the old block's pages to
+ * its front: the new block's range is part of a reservation, so mremap may
+ * put them there (MREMAP_FIXED replaces what was mapped), and the old range
+ * gets fresh pages so its reservation keeps no hole.  The new block's tail
+ * keeps whatever it held (realloc leaves it unspecified). */
 void *large_realloc_move(void *p, size_t size) {
-    (void)p;
-    (void)size;
-    return NULL;
+    stripe_t *s = owner_of(p);
+    if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
+    stripe_lock(s);
+    size_t old = arena_usable(&s->arena, p), usable = 0;
+    void *q = NULL;
+    if (old >= LARGE_REMAP_MIN && size > old && !((uintptr_t)p & (os_page_size() - 1)))
+        q = arena_alloc(&s->arena, size, os_page_size(), &usable, NULL);
+    if (q && os_move_pages(p, q, old) != 0) {
+        arena_free(&s->arena, q, NULL);
+        q = NULL;
+    }
+    if (q) arena_free(&s->arena, p, NULL);
+    stripe_unlock(s);
+    if (!q) return NULL;
+    stat_add(&stats.large_allocated, 1);
+    stat_add(&stats.large_freed, 1);
+    stat_add_peak(&stats.large_live_bytes, &stats.large_peak_bytes, usable - old);
+    return q;
 }
 
 /* Returns the bytes purged: what left RSS.  Empty reservations go back to

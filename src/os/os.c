@@ -105,6 +105,44 @@ void *os_remap(void *addr, size_t old_size, size_t new_size) {
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* mremap moves only within one kernel mapping (VMA), and a block may span
+ * several: pages moved earlier keep a mapping of their own, and commits
+ * split ranges.  So move in pieces: the whole range first, half as much
+ * after an EFAULT (a piece straddled two mappings), twice as much after a
+ * success.  A single page always lies in one mapping.  Returns the bytes
+ * moved; stops at the first other error. */
+static size_t move_range(char *from, char *dst, size_t len) {
+    size_t ps = os_page_size(), done = 0, piece = len;
+    while (done < len) {
+        if (piece > len - done) piece = len - done;
+        void *r = mremap(from + done, piece, piece, MREMAP_MAYMOVE | MREMAP_FIXED, dst + done);
+        if (r != MAP_FAILED) {
+            done += piece;
+            piece *= 2;
+            continue;
+        }
+        if (errno != EFAULT || piece == ps) break;
+        piece = (piece / 2 + ps - 1) & ~(ps - 1);
+    }
+    return done;
+}
+
+int os_move_pages(void *from, void *dst, size_t size) {
+    size_t moved = move_range(from, dst, size);
+    int err = moved == size ? 0 : errno;
+    if (err) {
+        /* Put back what went: the caller keeps the block where it was. */
+        if (move_range(dst, from, moved) != moved) return EFAULT;
+        size = moved;
+    }
+    /* Fresh pages where the moved ones were, so the reservation keeps no
+     * hole that another mapping could take. */
+    if (size && mmap(err ? dst : from, size, PROT_READ | PROT_WRITE,
+                     MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+        return errno;
+    return err;
+}
+
 void os_advise_huge(void *addr, size_t size, bool huge) {
     /* Advice only: a kernel without THP says EINVAL and nothing changes. */
     (void)madvise(addr, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);

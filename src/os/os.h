@@ -27,6 +27,12 @@ int os_decommit(void *addr, size_t size);
 int os_free(void *addr, size_t size);
 /* Grow or shrink a mapping, maybe moving it (mremap).  NULL on failure. */
 void *os_remap(void *addr, size_t old_size, size_t new_size);
+/* Moves the pages of [from, from+size) to [dst, dst+size) without copying
+ * (mremap to a fixed place; dst must be mapped read/write and must not
+ * overlap) and fills the range left behind with fresh read/write pages,
+ * so a reservation holding both keeps no hole.  Returns 0, or an errno
+ * with everything back where it was. */
+int os_move_pages(void *from, void *dst, size_t size);
 
 /* Per-mapping transparent-huge-page advice: mode is STRATA_HUGEPAGES_*.
  * Never changes process-wide settings. */
