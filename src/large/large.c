@@ -194,7 +194,13 @@ static _Atomic(size_t) used_total;   /* bytes in live large blocks */
 static size_t cache_limit(const stripe_t *s) {
     long mb = opt(STRATA_OPTION_LARGE_CACHE_MB);
     size_t all = (size_t)(mb < 0 ? 0 : mb) << 20;
-    size_t live = atomic_load_explicit(&used_total, memory_order_relaxed) / 8;
+    /* Live bytes are address space: blocks touched in part (sparse arrays,
+     * over-allocated buffers) would make an eighth of them far more than
+     * an eighth of what is resident, so the resident set bounds them. */
+    size_t live = atomic_load_explicit(&used_total, memory_order_relaxed);
+    size_t rss = os_rss_recent();
+    if (rss && rss < live) live = rss;
+    live /= 8;
     if (mb > 0 && live > all) all = live;
     size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
     size_t room = os_memory_headroom();

@@ -177,6 +177,18 @@ size_t os_memory_limit(void) {
 /* Usage is read at most once per 10 ms: callers are slow paths, but many. */
 static _Atomic(uint64_t) usage_read_at;
 static _Atomic(size_t) usage_cached;
+static _Atomic(uint64_t) rss_read_at;
+static _Atomic(size_t) rss_cached;
+
+size_t os_rss_recent(void) {
+    uint64_t now = os_now_ms();
+    uint64_t at = atomic_load_explicit(&rss_read_at, memory_order_relaxed);
+    if (at && now < at + 10) return atomic_load_explicit(&rss_cached, memory_order_relaxed);
+    size_t rss = os_rss_bytes();
+    atomic_store_explicit(&rss_cached, rss, memory_order_relaxed);
+    atomic_store_explicit(&rss_read_at, now ? now : 1, memory_order_relaxed);
+    return rss;
+}
 
 size_t os_memory_headroom(void) {
     size_t limit = os_memory_limit();
@@ -190,7 +202,7 @@ size_t os_memory_headroom(void) {
         /* The cgroup's own count (it is what the OOM killer goes by; it
          * includes other processes of the job) unless the limit is ours. */
         if (!by_hand && cg_usage_path[0] && os_read_file(cg_usage_path, buf, sizeof buf)) used = parse_size(buf);
-        else used = os_rss_bytes();
+        else used = os_rss_recent();
         atomic_store_explicit(&usage_cached, used, memory_order_relaxed);
         atomic_store_explicit(&usage_read_at, now ? now : 1, memory_order_relaxed);
     }

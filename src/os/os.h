@@ -81,6 +81,8 @@ void os_set_memory_limit(size_t bytes);   /* 0: auto (the cgroup's) */
  * limit stated by hand), re-read at most every 10 ms; 0 when over it. */
 size_t os_memory_headroom(void);
 void os_limits_refresh(void);
+/* os_rss_bytes(), at most 10 ms old (slow paths call it often). */
+size_t os_rss_recent(void);
 
 /* Reclaim hooks: called when a mapping is refused, before the one retry.
  * A hook returns the bytes of memory or address space it gave back.  It
