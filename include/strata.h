@@ -52,8 +52,9 @@ STRATA_API int strata_owns(const void *p);
 
 /* ---- Returning memory -------------------------------------------------- */
 /* Purge now: gives back to the OS the free memory of the calling thread's
- * heap and of the process-wide caches, and returns how many bytes that was.
- * Other threads' free pages are purged by their own purge delay. */
+ * heap, of the process-wide caches and of exited threads' segments, and
+ * returns how many bytes of it were resident (what the RSS drops by).
+ * Other live threads' free pages are purged by their own purge delay. */
 STRATA_API size_t strata_release(void);
 
 /* ---- Statistics --------------------------------------------------------- */
