@@ -15,9 +15,9 @@ Usage: run_limits.py --prog limits_prog --lib libstrata.so CASE [ARGS]
   waves-option LIMIT MB ROUNDS
                        the same without a cgroup, the limit stated with
                        STRATA_MEMORY_LIMIT
-  release              a program linked with Strata (--prog) checks
-                       strata_release against smaps_rollup; run here so
-                       it is skipped in the same way
+  probe LIMIT          limit_probe (--prog) reads back the limits Strata
+                       sees: RLIMIT_AS under prlimit, the cgroup's limit in
+                       a cgroup, STRATA_MEMORY_LIMIT over the cgroup's
 Exit 0 pass, 1 fail, 77 skip (what is missing is said).
 """
 import argparse
@@ -210,10 +210,44 @@ def waves(a, cgroup_mode):
     return 0 if ratio <= 1.30 else 1
 
 
-def case_release(a):
-    rc, v, err = run([a.prog], timeout=60)
-    print(err)
-    return rc
+def case_probe(a):
+    limit = parse_size(a.args[0])
+    failed = 0
+
+    def expect(what, values, key, want):
+        nonlocal failed
+        got = values.get(key)
+        ok = got == want
+        failed += not ok
+        print(f"{what}: {key} = {got}, want {want}{'' if ok else '  WRONG'}")
+
+    rc, v, err = run([a.prog], limit_as=limit)
+    if rc != 0:
+        print(f"probe under prlimit failed (rc {rc}): {err}")
+        return 1
+    expect(f"prlimit --as={limit}", v, "as", limit)
+    rc, v, err = run([a.prog], env_extra={"STRATA_MEMORY_LIMIT": "100m"})
+    expect("STRATA_MEMORY_LIMIT=100m", v, "limit", 100 << 20)
+    expect("STRATA_MEMORY_LIMIT=100m", v, "option", 100 << 20)
+    cg = Cgroup(limit)
+    if not cg.path:
+        print(f"run_limits: SKIP (cgroup part): no memory cgroup can be created here{cg.why}")
+        return 1 if failed else SKIP
+    try:
+        rc, v, err = run([a.prog], cgroup=cg)
+        expect(f"in a {limit >> 20} MiB cgroup", v, "limit", limit)
+        expect(f"in a {limit >> 20} MiB cgroup", v, "cgroup", limit)
+        rc, v, err = run([a.prog], cgroup=cg, env_extra={"STRATA_MEMORY_LIMIT": "64m"})
+        expect("cgroup and STRATA_MEMORY_LIMIT=64m", v, "limit", 64 << 20)
+        rc, v, err = run([a.prog], cgroup=cg, env_extra={"STRATA_MEMORY_LIMIT": "auto"})
+        expect("cgroup and STRATA_MEMORY_LIMIT=auto", v, "limit", limit)
+        headroom = v.get("headroom", 0)
+        ok = 0 < headroom <= limit
+        failed += not ok
+        print(f"headroom in the cgroup: {headroom} (0 < headroom <= limit){'' if ok else '  WRONG'}")
+    finally:
+        cg.remove()
+    return 1 if failed else 0
 
 
 def main():
@@ -229,7 +263,7 @@ def main():
         return SKIP
     cases = {"first": case_first, "fill": case_fill,
              "waves-cgroup": lambda a: waves(a, True), "waves-option": lambda a: waves(a, False),
-             "release": case_release}
+             "probe": case_probe}
     if a.case not in cases:
         sys.exit(f"run_limits: unknown case {a.case!r}")
     return cases[a.case](a)
