@@ -10,8 +10,13 @@
  *                   (both sizes in a row, for mixed)
  *   waves MB N      N rounds: MB MiB in 1 MiB blocks, all touched,
  *                   freed; then MB MiB in 64 KiB blocks, freed     peak_rss=bytes
+ *   prodcons MB     a producer thread allocates blocks of 16 B .. 4 KiB
+ *                   (touched) into a ring of 16384, a consumer frees
+ *                   them, until MB MiB have passed                peak_rss=bytes
  */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +126,50 @@ static int waves(size_t mb, int rounds) {
     return 0;
 }
 
+#define RING 16384
+static void *_Atomic ring[RING];
+static _Atomic unsigned long ring_head, ring_tail;
+static unsigned long ring_total;
+
+static void *producer(void *arg) {
+    (void)arg;
+    unsigned long x = 12345;
+    for (unsigned long i = 0; i < ring_total; i++) {
+        while (i - atomic_load(&ring_tail) >= RING) sched_yield();
+        x = x * 6364136223846793005ul + 1442695040888963407ul;
+        size_t n = 16 + (x >> 33) % 4081;
+        char *p = malloc(n);
+        if (!p) {
+            printf("null_at=%lu\n", i);
+            exit(1);
+        }
+        memset(p, 1, n);
+        atomic_store(&ring[i % RING], p);
+        atomic_store(&ring_head, i + 1);
+    }
+    return NULL;
+}
+
+static void *consumer(void *arg) {
+    (void)arg;
+    for (unsigned long i = 0; i < ring_total; i++) {
+        while (atomic_load(&ring_head) <= i) sched_yield();
+        free(atomic_load(&ring[i % RING]));
+        atomic_store(&ring_tail, i + 1);
+    }
+    return NULL;
+}
+
+static int prodcons(size_t mb) {
+    ring_total = (mb << 20) / 2048;   /* blocks average about 2 KiB */
+    pthread_t p, c;
+    if (pthread_create(&p, NULL, producer, NULL) || pthread_create(&c, NULL, consumer, NULL)) return 2;
+    pthread_join(p, NULL);
+    pthread_join(c, NULL);
+    printf("peak_rss=%zu\n", vm_hwm());
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "first")) {
         char *p = malloc(100);
@@ -136,7 +185,8 @@ int main(int argc, char **argv) {
         if (nthreads < 1) nthreads = 1;
         return fill();
     }
+    if (argc == 3 && !strcmp(argv[1], "prodcons")) return prodcons(strtoul(argv[2], NULL, 0));
     if (argc == 4 && !strcmp(argv[1], "waves")) return waves(strtoul(argv[2], NULL, 0), atoi(argv[3]));
-    fprintf(stderr, "usage: limits_prog first | fill BYTES THREADS | waves MB ROUNDS\n");
+    fprintf(stderr, "usage: limits_prog first | fill BYTES THREADS | waves MB ROUNDS | prodcons MB\n");
     return 2;
 }
