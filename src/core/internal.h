@@ -212,6 +212,7 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
 size_t segment_cache_release(bool all);
 size_t segment_abandoned_purge(bool wait, uint64_t now);
 size_t segment_reclaim(void);
+bool segment_release_empty(heap_t *heap);
 void segment_fork_prepare(void);
 void segment_fork_parent(void);
 void segment_fork_child(void);

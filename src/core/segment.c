@@ -375,6 +375,18 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
     return next;
 }
 
+/* Unmaps the heap's empty segments and the segment cache now, whatever
+ * their delay (address space ran out elsewhere); true if any went. */
+bool segment_release_empty(heap_t *heap) {
+    bool any = atomic_load_explicit(&cache_count, memory_order_relaxed) != 0;
+    for (int k = 0; k < SEG_KINDS; k++)
+        for (segment_t *s = heap->segments[k]; s && !any; s = s->next) any = s->used_pages == 0;
+    if (!any) return false;
+    segment_purge_idle(heap, os_now_ms(), true, NULL);
+    segment_cache_release(true);
+    return true;
+}
+
 /* Cached segments idle past the delay are unmapped (all: every one).  The
  * heaps call it on a process-wide clock, so abandoned segments' due pages
  * are purged here too (strata_release purges them itself). */

@@ -10,6 +10,10 @@
  *                   (both sizes in a row, for mixed)
  *   waves MB N      N rounds: MB MiB in 1 MiB blocks, all touched,
  *                   freed; then MB MiB in 64 KiB blocks, freed     peak_rss=bytes
+ *   phases          1 MiB blocks until NULL, all freed; then 64 KiB
+ *                   blocks until NULL, freed; then 1 MiB again:
+ *                   what one tier keeps must not starve the other
+ *                                                 served1= served2= served3=
  *   prodcons MB     a producer thread allocates blocks of 16 B .. 4 KiB
  *                   (touched) into a ring of 16384, a consumer frees
  *                   them, until MB MiB have passed                peak_rss=bytes
@@ -126,6 +130,34 @@ static int waves(size_t mb, int rounds) {
     return 0;
 }
 
+/* Allocates blocks of b bytes until NULL (one page of each touched), frees
+ * them all, returns the bytes served. */
+static size_t fill_and_free(size_t b) {
+    void *head = NULL;
+    size_t served = 0;
+    for (;;) {
+        void **p = malloc(b);
+        if (!p) break;
+        *p = head;
+        head = p;
+        served += b;
+    }
+    while (head) {
+        void *next = *(void **)head;
+        free(head);
+        head = next;
+    }
+    return served;
+}
+
+static int phases(void) {
+    size_t a = fill_and_free((size_t)1 << 20);
+    size_t b = fill_and_free((size_t)64 << 10);
+    size_t c = fill_and_free((size_t)1 << 20);
+    printf("served1=%zu served2=%zu served3=%zu\n", a, b, c);
+    return 0;
+}
+
 #define RING 16384
 static void *_Atomic ring[RING];
 static _Atomic unsigned long ring_head, ring_tail;
@@ -185,8 +217,9 @@ int main(int argc, char **argv) {
         if (nthreads < 1) nthreads = 1;
         return fill();
     }
+    if (argc == 2 && !strcmp(argv[1], "phases")) return phases();
     if (argc == 3 && !strcmp(argv[1], "prodcons")) return prodcons(strtoul(argv[2], NULL, 0));
     if (argc == 4 && !strcmp(argv[1], "waves")) return waves(strtoul(argv[2], NULL, 0), atoi(argv[3]));
-    fprintf(stderr, "usage: limits_prog first | fill BYTES THREADS | waves MB ROUNDS | prodcons MB\n");
+    fprintf(stderr, "usage: limits_prog first | fill BYTES THREADS | phases | waves MB ROUNDS | prodcons MB\n");
     return 2;
 }

@@ -9,6 +9,9 @@ Usage: run_limits.py --prog limits_prog --lib libstrata.so CASE [ARGS]
   first LIMIT          first malloc works under the limit, for both
   fill LIMIT           64 KiB, 1 MiB and mixed blocks from 1 and 200
                        threads until NULL: Strata serves >= 95 % of glibc
+  phases LIMIT         1 MiB blocks until NULL, freed, then 64 KiB, then 1 MiB
+                       again: each phase >= 95 % of glibc's (what one tier
+                       keeps is given back when the other needs it)
   cgroup LIMIT RATIO MODE ARGS...
                        limits_prog MODE ARGS (waves, prodcons) in a memory
                        cgroup: no OOM kill, peak RSS at most RATIO x glibc's
@@ -171,6 +174,25 @@ def case_fill(a):
     return 1 if failed else 0
 
 
+def case_phases(a):
+    limit = parse_size(a.args[0])
+    rg, g, eg = run([a.prog, "phases"], limit_as=limit)
+    rs, st, es = run([a.prog, "phases"], preload=a.lib, limit_as=limit)
+    if rg != 0 or rs != 0:
+        print(f"a run failed: glibc rc {rg} {eg}; strata rc {rs} {es}")
+        return 1
+    failed = 0
+    print(f"ulimit -v {limit >> 20} MiB: bytes served until NULL, phase by phase")
+    for i, label in ((1, "1 MiB"), (2, "64 KiB after 1 MiB"), (3, "1 MiB after 64 KiB")):
+        k = f"served{i}"
+        ratio = st[k] / g[k] if g[k] else 1.0
+        bad = ratio < 0.95
+        failed += bad
+        print(f"{label:20s} glibc {g[k] / 2**20:8.1f} MiB  strata {st[k] / 2**20:8.1f} MiB  {ratio:6.3f}"
+              + ("  < 0.95" if bad else ""))
+    return 1 if failed else 0
+
+
 def peak_rss_case(a, cgroup_mode):
     limit = parse_size(a.args[0])
     max_ratio = float(a.args[1])
@@ -258,11 +280,11 @@ def main():
     ap.add_argument("case")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
-    if a.case in ("first", "fill") and not any(
+    if a.case in ("first", "fill", "phases") and not any(
             os.access(os.path.join(d, "prlimit"), os.X_OK) for d in os.environ.get("PATH", "").split(":")):
         print("run_limits: SKIP: prlimit (util-linux) is not installed")
         return SKIP
-    cases = {"first": case_first, "fill": case_fill,
+    cases = {"first": case_first, "fill": case_fill, "phases": case_phases,
              "cgroup": lambda a: peak_rss_case(a, True), "option": lambda a: peak_rss_case(a, False),
              "probe": case_probe}
     if a.case not in cases:
