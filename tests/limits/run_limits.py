@@ -211,6 +211,9 @@ def peak_rss_case(a, cgroup_mode):
             env["STRATA_MEMORY_LIMIT"] = str(limit)
         try:
             rc, v, err = run(cmd, preload=pre, cgroup=cg, env_extra=env)
+        except (OSError, subprocess.SubprocessError) as e:
+            print(f"run_limits: SKIP: cannot start a program in the cgroup {cg.path if cg else ''}: {e}")
+            return SKIP
         finally:
             if cg:
                 cg.remove()
@@ -280,7 +283,7 @@ def main():
     ap.add_argument("case")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
-    if a.case in ("first", "fill", "phases") and not any(
+    if a.case in ("first", "fill", "phases", "probe") and not any(
             os.access(os.path.join(d, "prlimit"), os.X_OK) for d in os.environ.get("PATH", "").split(":")):
         print("run_limits: SKIP: prlimit (util-linux) is not installed")
         return SKIP
