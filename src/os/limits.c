@@ -54,7 +54,7 @@ size_t os_as_free(void) {
 /* ---- Memory (cgroup) --------------------------------------------------- */
 
 static _Atomic(size_t) mem_limit_set;     /* stated by hand; 0: auto */
-static _Atomic(size_t) cg_limit;          /* 0: not read yet; SIZE_MAX: none */
+static _Atomic(size_t) cg_limit;          /* SIZE_MAX: none */
 static char cg_usage_path[512];           /* file with the limiting cgroup's usage */
 
 static size_t parse_size(const char *s) {
@@ -160,12 +160,19 @@ void os_set_memory_limit(size_t bytes) {
     atomic_store_explicit(&mem_limit_set, bytes, memory_order_relaxed);
 }
 
+/* Read once, by the first thread to ask; while it reads (microseconds),
+ * others see no limit rather than wait. */
+static _Atomic(int) cg_state;   /* 0 unread, 1 being read, 2 read */
+
 size_t os_cgroup_limit(void) {
-    size_t l = atomic_load_explicit(&cg_limit, memory_order_acquire);
-    if (!l) {
-        l = cgroup_read_limit();
-        atomic_store_explicit(&cg_limit, l, memory_order_release);
-    }
+    if (atomic_load_explicit(&cg_state, memory_order_acquire) == 2)
+        return atomic_load_explicit(&cg_limit, memory_order_relaxed);
+    int expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&cg_state, &expected, 1, memory_order_acq_rel, memory_order_acquire))
+        return SIZE_MAX;
+    size_t l = cgroup_read_limit();
+    atomic_store_explicit(&cg_limit, l, memory_order_relaxed);
+    atomic_store_explicit(&cg_state, 2, memory_order_release);
     return l;
 }
 
