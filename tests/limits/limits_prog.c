@@ -43,6 +43,15 @@ static void touch(char *p, size_t n) {
     for (size_t i = 0; i < n; i += 4096) p[i] = 1;
 }
 
+/* Blocks are kept on a chain through their first word. */
+static void free_chain(void *head) {
+    while (head) {
+        void *next = *(void **)head;
+        free(head);
+        head = next;
+    }
+}
+
 typedef struct {
     size_t served;
     long nulls;
@@ -72,11 +81,7 @@ static void *fill_thread(void *arg) {
         r->served += b;
     }
     pthread_barrier_wait(&stop);
-    while (head) {
-        void *next = *(void **)head;
-        free(head);
-        head = next;
-    }
+    free_chain(head);
     return NULL;
 }
 
@@ -142,11 +147,7 @@ static size_t fill_and_free(size_t b) {
         head = p;
         served += b;
     }
-    while (head) {
-        void *next = *(void **)head;
-        free(head);
-        head = next;
-    }
+    free_chain(head);
     return served;
 }
 
