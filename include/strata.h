@@ -59,8 +59,9 @@ STRATA_API size_t strata_heap_check(void);
 
 /* ---- Returning memory -------------------------------------------------- */
 /* Purge now: gives back to the OS the free memory of the calling thread's
- * heap and of the process-wide caches, and returns how many bytes that was.
- * Other threads' free pages are purged by their own purge delay. */
+ * heap, of the process-wide caches and of exited threads' segments, and
+ * returns how many bytes of it were resident (what the RSS drops by).
+ * Other live threads' free pages are purged by their own purge delay. */
 STRATA_API size_t strata_release(void);
 
 /* ---- Statistics --------------------------------------------------------- */
@@ -114,6 +115,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_CHAN_CMA_MIN,     /* bytes: messages on huge pages from this size by single copy */
     STRATA_OPTION_CHAN_CMA_MIN_ANY, /* bytes: any message from this size by single copy; 0 = never */
     STRATA_OPTION_CHAN_TIMEOUT_MS,  /* ms a channel operation waits for its peer; -1 = forever */
+    STRATA_OPTION_MEMORY_LIMIT,     /* bytes the process may keep resident; 0 = auto (the cgroup's) */
     STRATA_OPTION_COUNT
 } strata_option_t;
 

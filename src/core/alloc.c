@@ -43,6 +43,15 @@ noinline void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size) {
     return strata_malloc_generic(heap, size, false);
 }
 
+/* The large tier found no room.  Under an address-space limit this heap's
+ * empty segments may be what holds it (the reclaim hooks cannot touch a
+ * heap): give them back and try once more before reporting ENOMEM. */
+static void *large_alloc_reclaiming(heap_t *heap, size_t size, size_t align, bool zero) {
+    void *p = large_alloc(size, align, zero);
+    if (unlikely(!p) && errno == ENOMEM && segment_release_empty(heap)) p = large_alloc(size, align, zero);
+    return p;
+}
+
 noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     if (unlikely(heap == &heap_empty)) {
         heap = heap_get_or_init();
@@ -50,7 +59,8 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     }
     if (unlikely((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE)) {
         if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-        return large_alloc(size, 16, zero);
+        heap_maintain(heap);   /* small pages are purged on the clock while only large blocks come */
+        return large_alloc_reclaiming(heap, size, 16, zero);
     }
     size_t asked = size;
     if (unlikely(strata_check_mode)) {
@@ -114,7 +124,7 @@ void *strata_malloc_aligned(size_t size, size_t align, bool zero) {
         return a;
     }
     if (unlikely(tls_heap == &heap_empty) && !heap_get_or_init()) { errno = ENOMEM; return NULL; }
-    return large_alloc(size, align, zero);
+    return large_alloc_reclaiming(tls_heap, size, align, zero);
 }
 
 STRATA_ALIAS(void *, malloc, (size_t size), strata_malloc);

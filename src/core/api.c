@@ -155,6 +155,7 @@ size_t strata_release(void) {
         heap->purge_due = 0;
     }
     bytes += segment_cache_release(true);
+    bytes += segment_abandoned_purge(true, UINT64_MAX);   /* exited threads' free pages */
     bytes += large_release();
     return bytes;
 }
