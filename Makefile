@@ -19,7 +19,7 @@ yes = $(filter-out 0 no false off,$(1))
 # QUICK=0 (the old spelling) also asks for the full run.
 full_flag = $(if $(or $(call yes,$(FULL)),$(filter 0 no false off,$(QUICK))),--full)
 
-.PHONY: all build build-all test bench bench-record bench-programs install clean deps-test deps-bench debug
+.PHONY: all build build-all test test-numa bench bench-record bench-programs install clean deps-test deps-bench debug
 
 all: build
 
@@ -43,6 +43,11 @@ deps-bench:
 
 test: deps-test build-all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# NUMA placement in a two-node qemu guest (also part of `make test`).
+test-numa: deps-test $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target numa_locality
+	tests/numa/test-numa.sh $(BUILD)
 
 # exec: the harness takes make's place, so a signal reaches it directly and
 # make has no child to wait for.

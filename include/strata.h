@@ -298,6 +298,20 @@ STRATA_API const char *strata_chan_path_name(int path);
 /* Which path each size took, one line per path and size bucket used. */
 STRATA_API void strata_chan_stats_print(const strata_chan *c, FILE *out);
 /* --- end transfer API --- */
+/* ---- NUMA placement ------------------------------------------------------
+ * (see docs/numa.md) */
+/* A block whose pages are on NUMA node `node` (0 .. nodes-1), whatever
+ * STRATA_NUMA says; free it with free().  The node is preferred, as with
+ * numa_alloc_onnode: when it is out of memory the kernel takes another.
+ * NULL with errno EINVAL when the process may not use the node (no such
+ * node, outside its cpuset, or outside its numactl --membind set), ENOMEM
+ * when out of memory.  Small blocks come from one heap per node shared by
+ * all threads (behind a lock): slower than malloc, meant for long-lived data. */
+STRATA_MALLOC_ATTR void *strata_malloc_onnode(size_t size, int node);
+/* The node the pages of p's block are on (asked of the kernel: move_pages),
+ * or -1: p is not a Strata block, none of its pages has been touched yet,
+ * or they are on more than one node.  0 on a machine without NUMA. */
+STRATA_API int strata_node_of(const void *p);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,7 @@ need_test=(
   "sqlite3:sqlite3" "pkg-config:pkg-config" "clang:clang"
   "mpirun:openmpi-bin" "/usr/include/x86_64-linux-gnu/openmpi/mpi.h:libopenmpi-dev"
   "mpirun.mpich:mpich" "/usr/include/x86_64-linux-gnu/mpich/mpi.h:libmpich-dev"
+  "qemu-system-x86_64:qemu-system-x86" "/usr/share/doc/busybox-static:busybox-static" "cpio:cpio" "numactl:numactl"
 )
 need_bench=(
   "${need_test[@]}"
@@ -69,5 +70,10 @@ if ! fuzzer_present; then
   else
     echo "install-deps: no libclang-rt-${major:-?}-dev package for this clang: the fuzz tests will be skipped"
   fi
+fi
+# tests/numa downloads a kernel package (apt-get download): it needs package lists.
+if ! compgen -G "/var/lib/apt/lists/*_Packages*" >/dev/null; then
+  echo "install-deps: apt-get update (package lists, for the NUMA guest's kernel)"
+  $sudo apt-get update -qq
 fi
 exit 0

@@ -3,6 +3,7 @@
  * a page with room (the heart of malloc's generic path).
  */
 #include "internal.h"
+#include "onnode.h"
 
 #include <sched.h>
 
@@ -261,6 +262,32 @@ static inline bool page_has_remote(const page_t *page) {
     return (atomic_load_explicit(&page->thread_free, memory_order_relaxed) & ~(uintptr_t)3) != 0;
 }
 
+/* A page on another NUMA node than the heap's (its thread moved to another
+ * node): no block comes from it while it is so.  It waits in the full queue
+ * for its blocks to be freed (a free may bring it back to its class queue,
+ * at the back, and the next search parks it again), or goes back to its
+ * segment at once if empty. */
+static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
+    page_queue_remove(q, page);
+    /* Watched like a full page: the next remote free hands its block to the
+     * heap, so the page is collected again (and parked again, or given back
+     * when its last block comes home). */
+    for (;;) {
+        page_set_delay(page, DELAY_USE, false);
+        if (!page_has_remote(page)) break;
+        page_set_delay(page, DELAY_NORMAL, false);
+        page_collect(page);
+    }
+    if (page->used == 0) {
+        page_set_delay(page, DELAY_NORMAL, false);
+        segment_page_free(heap, page);
+    } else {
+        page_flags_add(page, PAGE_FULL);
+        page_queue_push_back(&heap->queues[QUEUE_FULL], page);
+    }
+    heap_direct_update(heap, page->class_idx);
+}
+
 /* A page left the full queue: blocks were freed into it.  It goes to the
  * back of its class queue, so it gathers more frees before it is used again
  * (at the front it would serve one malloc and be full again). */
@@ -299,10 +326,16 @@ void page_retire(heap_t *heap, page_t *page) {
  * Pages found full on the way go to the full queue. */
 page_t *page_find_free(heap_t *heap, uint32_t cls) {
     page_queue_t *q = &heap->queues[cls];
+    int node = numa_heap_node(heap);
     page_t *page = q->first;
     while (page) {
         page_t *next = page->next;
         page_collect(page);
+        if (unlikely(numa_misplaced(node, page))) {
+            page_park(heap, q, page);
+            page = next;
+            continue;
+        }
         if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
         if (page->free) {
             if (page != q->first) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../large/large.h"
+#include "onnode.h"
 #include "../stats/stats.h"
 
 #define SEGMENT_CACHE_MAX 16   /* empty segments kept for reuse (64 MiB of address space) */
@@ -107,13 +108,6 @@ static void advise_huge(segment_t *seg, segment_kind kind) {
     }
 }
 
-static void numa_place(segment_t *seg, int node) {
-    long mode = opt(STRATA_OPTION_NUMA);
-    if (mode == STRATA_NUMA_OFF || os_numa_node_count() <= 1) return;
-    if (mode == STRATA_NUMA_INTERLEAVE) os_numa.interleave(seg, SEGMENT_SIZE);
-    else os_numa.bind(seg, SEGMENT_SIZE, node);
-}
-
 /* node -1: any node. */
 static segment_t *segment_from_cache(int node) {
     if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;   /* a stale miss only costs a fresh map */
@@ -159,7 +153,6 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         if (!seg) return NULL;
     }
     if (fresh) {
-        numa_place(seg, node);
         seg->huge = 0;
         segment_setup(seg, kind, node);
         if (pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg) != 0) {
@@ -183,6 +176,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         segment_setup(seg, kind, node);
         pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg);   /* tables exist: cannot fail */
     }
+    numa_place_segment(heap, seg, SEGMENT_SIZE, node);   /* again if cached: the policy may have changed */
     advise_huge(seg, kind);
     atomic_store_explicit(&seg->owner, heap, memory_order_release);
     stat_add_peak(&stats.segments, &stats.segments_peak, 1);
@@ -284,7 +278,7 @@ static segment_t *abandoned_take(segment_kind kind, int node) {
 }
 
 page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
-    int node = opt(STRATA_OPTION_NUMA) == STRATA_NUMA_LOCAL ? os_numa_current_node() : 0;
+    int node = numa_heap_node(heap);
     for (;;) {
         /* Segments with free pages are kept at the front of the list. */
         for (segment_t *s = heap->segments[kind]; s && s->used_pages < s->page_count; s = s->next) {
@@ -494,7 +488,8 @@ void segment_abandon(heap_t *heap, segment_t *seg) {
 bool segment_reclaim_for_free(heap_t *heap, segment_t *seg) {
     bool taken = false;
     pthread_mutex_lock(&abandoned_lock);
-    if (atomic_load_explicit(&seg->owner, memory_order_acquire) == NULL) {
+    /* A segment of another node waits for a heap of its node (abandoned_take). */
+    if (atomic_load_explicit(&seg->owner, memory_order_acquire) == NULL && !numa_misplaced(numa_heap_node(heap), &seg->pages[0])) {
         for (segment_t *s = abandoned_list; s; s = s->next)
             if (s == seg) { taken = true; break; }
         if (taken) { list_remove(&abandoned_list, seg); abandoned_count--; }

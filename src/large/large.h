@@ -14,6 +14,10 @@
 /* A block of at least size bytes aligned to align (a power of two).  With
  * zero the block reads as zero.  NULL with errno = ENOMEM on failure. */
 void *large_alloc(size_t size, size_t align, bool zero);
+/* The same, with the block's pages on node (-1: as STRATA_NUMA says: the
+ * calling thread's node under local).  Pages already resident elsewhere
+ * (a reused block) are migrated. */
+void *large_alloc_onnode(size_t size, size_t align, bool zero, int node);
 /* p is in memory the segment map marks as large.  Reports (strata_error)
  * and returns if p is not the start of a live large block. */
 void large_free(void *p);

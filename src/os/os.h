@@ -47,11 +47,27 @@ typedef struct os_numa_ops_s {
     int (*bind)(void *addr, size_t size, int node);   /* mbind MPOL_PREFERRED */
     int (*interleave)(void *addr, size_t size);       /* mbind MPOL_INTERLEAVE */
 } os_numa_ops;
+/* The real ops leave memory alone (EPERM) when the calling thread has a
+ * memory policy of its own (numactl --membind/--interleave, set_mempolicy),
+ * and never bind to a node outside the cpuset (EINVAL). */
 extern os_numa_ops os_numa;          /* the ops in force (default: real syscalls) */
 extern const os_numa_ops os_numa_linux;
 int os_numa_node_count(void);        /* cached */
 int os_numa_current_node(void);      /* 0 on a single-node machine, without a syscall */
 void os_numa_reset(void);            /* forget cached topology (tests) */
+/* 1 if the process may place memory on node: a node of this machine, in
+ * its cpuset, and in its memory policy's nodes if that policy is bind (on
+ * a machine faked by a test's ops: any of its nodes). */
+int os_numa_node_usable(int node);
+/* Bind with options: OS_NUMA_MOVE migrates pages already resident
+ * elsewhere (MPOL_MF_MOVE); OS_NUMA_EXPLICIT is a caller's explicit request
+ * (strata_malloc_onnode), which overrides the thread's own policy unless
+ * that is bind.  With a test's faked ops: their bind.  0 on one node. */
+enum { OS_NUMA_MOVE = 1, OS_NUMA_EXPLICIT = 16 };
+int os_numa_bind_ex(void *addr, size_t size, int node, unsigned how);
+/* Where each page is (move_pages query): nodes[i] is a node or -errno
+ * (-ENOENT: not resident).  Returns 0 or errno. */
+int os_numa_pages_nodes(void *const *pages, int count, int *nodes);
 
 /* A random 64-bit value, never 0 (getrandom, or a clock/address mix where
  * the kernel lacks it).  Never blocks, never allocates. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "common/fake_numa.h"
 #include "core/internal.h"
 #include "stats/stats.h"
 
@@ -127,17 +128,7 @@ static void remote_frees_reach_the_owner(void) {
     CHECK(s1.pages_peak - s0.pages_peak < 60);
 }
 
-/* ---- NUMA: a faked machine with two nodes ---- */
-static __thread int fake_node;
-static _Atomic int binds_to[2];
-static int fake_count(void) { return 2; }
-static int fake_current(void) { return fake_node; }
-static int fake_bind(void *addr, size_t size, int node) {
-    (void)addr; (void)size;
-    if (node >= 0 && node < 2) binds_to[node]++;
-    return 0;
-}
-static int fake_interleave(void *addr, size_t size) { (void)addr; (void)size; return 0; }
+/* ---- NUMA: a faked machine with two nodes (common/fake_numa.h) ---- */
 
 static void *alloc_on_node(void *arg) {
     fake_node = (int)(intptr_t)arg;
@@ -146,7 +137,7 @@ static void *alloc_on_node(void *arg) {
 
 static void numa_segments_follow_the_node(void) {
     os_numa_ops saved = os_numa;
-    os_numa = (os_numa_ops){fake_count, fake_current, fake_bind, fake_interleave};
+    os_numa = FAKE_NUMA_OPS;
     os_numa_reset();
     void *p[2];
     for (int n = 0; n < 2; n++) {

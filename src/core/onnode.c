@@ -1,0 +1,123 @@
+/* onnode.c — NUMA placement decisions of the size-class heaps, and the
+ * explicit API: strata_malloc_onnode and strata_node_of.
+ *
+ * A thread heap wants pages of the node its thread runs on (STRATA_NUMA=
+ * local); page_find_free parks pages of other nodes, so a thread that moves
+ * stops getting memory of its old node.  strata_malloc_onnode serves small
+ * sizes from one shared heap per node, behind a mutex: its segments are
+ * bound to the node whatever STRATA_NUMA says, and blocks other threads free
+ * come back to it through the usual remote-free lists.
+ */
+#include "onnode.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "../large/large.h"
+
+typedef struct node_heap_s {
+    pthread_mutex_t lock;
+    heap_t heap;
+} node_heap_t;
+
+static node_heap_t *node_heaps;   /* one per node, mapped on first use */
+static int node_heap_count;
+static pthread_once_t node_heaps_once = PTHREAD_ONCE_INIT;
+
+static int node_heap_index(const heap_t *heap) {
+    if (!node_heaps) return -1;
+    uintptr_t off = (uintptr_t)heap - (uintptr_t)node_heaps;
+    if (off >= (size_t)node_heap_count * sizeof(node_heap_t)) return -1;
+    return (int)(off / sizeof(node_heap_t));
+}
+
+int numa_heap_node(const heap_t *heap) {
+    int n = node_heap_index(heap);
+    if (n >= 0) return n;
+    if (os_numa_node_count() <= 1 || opt(STRATA_OPTION_NUMA) != STRATA_NUMA_LOCAL) return -1;
+    return os_numa_current_node();
+}
+
+void numa_place_segment(const heap_t *heap, void *addr, size_t size, int node) {
+    if (os_numa_node_count() <= 1) return;
+    /* A cached segment may hold pages placed under another policy: moved. */
+    if (node_heap_index(heap) >= 0) os_numa_bind_ex(addr, size, node, OS_NUMA_EXPLICIT | OS_NUMA_MOVE);
+    else if (node >= 0) os_numa.bind(addr, size, node);
+    else if (opt(STRATA_OPTION_NUMA) == STRATA_NUMA_INTERLEAVE) os_numa.interleave(addr, size);
+}
+
+/* fork: a node heap's lock is taken before the segment locks (an onnode
+ * malloc holds it while it gets pages), and so before them at fork too:
+ * handlers registered later run their prepare step first. */
+static void node_heaps_prepare(void) {
+    for (int i = 0; i < node_heap_count; i++) pthread_mutex_lock(&node_heaps[i].lock);
+}
+static void node_heaps_parent(void) {
+    for (int i = node_heap_count - 1; i >= 0; i--) pthread_mutex_unlock(&node_heaps[i].lock);
+}
+static void node_heaps_child(void) {
+    for (int i = 0; i < node_heap_count; i++) pthread_mutex_init(&node_heaps[i].lock, NULL);
+}
+
+static void node_heaps_init(void) {
+    int n = os_numa_node_count();
+    size_t bytes = ((size_t)n * sizeof(node_heap_t) + os_page_size() - 1) & ~(os_page_size() - 1);
+    node_heap_t *h = os_alloc_aligned(bytes, os_page_size());
+    if (!h) return;
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_init(&h[i].lock, NULL);
+        for (size_t j = 0; j < DIRECT_SLOTS; j++) h[i].heap.direct[j] = &page_empty;
+        for (size_t j = 0; j <= CLASS_COUNT; j++) h[i].heap.class_page[j] = &page_empty;
+    }
+    node_heap_count = n;
+    node_heaps = h;
+    pthread_atfork(node_heaps_prepare, node_heaps_parent, node_heaps_child);
+}
+
+void *strata_malloc_onnode(size_t size, int node) {
+    if (!strata_ready) strata_process_init();
+    if (!os_numa_node_usable(node)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (size > PTRDIFF_MAX) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (size == 0) size = 1;
+    if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE) return large_alloc_onnode(size, 16, false, node);
+    pthread_once(&node_heaps_once, node_heaps_init);
+    if (!node_heaps) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    node_heap_t *nh = &node_heaps[node];
+    pthread_mutex_lock(&nh->lock);
+    void *p = strata_malloc_generic(&nh->heap, size, false);
+    pthread_mutex_unlock(&nh->lock);
+    return p;
+}
+
+int strata_node_of(const void *p) {
+    if (!p || !strata_owns(p)) return -1;
+    size_t usable = strata_malloc_usable_size(p);
+    if (usable == 0) return -1;
+    size_t ps = os_page_size();
+    uintptr_t first = (uintptr_t)p & ~(ps - 1), end = (uintptr_t)p + usable;
+    int node = -1;
+    enum { BATCH = 64 };
+    void *pages[BATCH];
+    int where[BATCH];
+    for (uintptr_t a = first; a < end;) {
+        int n = 0;
+        for (; n < BATCH && a < end; n++, a += ps) pages[n] = (void *)a;
+        if (os_numa_pages_nodes(pages, n, where) != 0) return os_numa_node_count() == 1 ? 0 : -1;
+        for (int i = 0; i < n; i++) {
+            if (where[i] < 0) continue;              /* not resident */
+            if (node >= 0 && where[i] != node) return -1;   /* spread over nodes */
+            node = where[i];
+        }
+    }
+    return node;
+}
