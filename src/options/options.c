@@ -25,6 +25,8 @@ static const char *const huge_words[] = {"never", "auto", "always", NULL};
 static const char *const numa_words[] = {"off", "local", "interleave", NULL};
 static const char *const err_words[] = {"abort", "warn", NULL};
 static const char *const fit_words[] = {"best", "first", NULL};
+static const char *const sb_policy_words[] = {"lazy", "aggressive", NULL};
+static const char *const sb_mech_words[] = {"auto", "uffd", "mprotect", NULL};
 
 /* Keep in the order of strata_option_t. */
 static const opt_desc table[STRATA_OPTION_COUNT] = {
@@ -45,6 +47,12 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "ms freed large blocks keep their pages (0: at once, -1: never)"},
     {"LARGE_FIT", KIND_ENUM, STRATA_LARGE_FIT_BEST, 0, 1, fit_words,
      "large-tier placement: best, or first (for comparison only)"},
+    {"SB_MIN", KIND_SIZE, 1L << 20, 4096, 1L << 50, NULL,
+     "with STRATA_SB_DIR set, mallocs of this many bytes or more are storage-backed"},
+    {"SB_PAGE", KIND_INT, 1, 1, 512, NULL, "storage page in system pages (a power of two)"},
+    {"SB_READ", KIND_ENUM, 0, 0, 1, sb_policy_words, "storage-backed read policy: lazy, aggressive"},
+    {"SB_WRITE", KIND_ENUM, 0, 0, 1, sb_policy_words, "storage-backed write policy: lazy, aggressive"},
+    {"SB_MECHANISM", KIND_ENUM, 0, 0, 2, sb_mech_words, "storage-backed fault mechanism: auto, uffd, mprotect"},
 };
 
 long strata_options[STRATA_OPTION_COUNT];
