@@ -218,7 +218,12 @@ typedef struct strata_sb_config_s {
     int read_policy;         /* LAZY: load the page touched; AGGRESSIVE: the rest of the allocation too */
     int write_policy;        /* LAZY: write back only written pages; AGGRESSIVE: every resident page */
     int mechanism;           /* STRATA_SB_MECH_* */
+    unsigned flags;          /* STRATA_SB_NO_RESERVE */
 } strata_sb_config;
+/* Do not reserve a block's disk space when it is allocated (fallocate): for
+ * huge, sparsely touched blocks.  A full disk then shows at write-back: the
+ * data stays in memory, over the budget, and the failure is reported. */
+#define STRATA_SB_NO_RESERVE 1u
 
 /* Returns 0, or EINVAL (bad config: the reason is printed), EBUSY (already
  * initialised), or the errno of what failed (the backing directory...).

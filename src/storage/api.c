@@ -35,7 +35,7 @@ void *sb_alloc(size_t size, size_t align) {
         return NULL;
     }
     size_t g = sb_index(p), n = usable >> sb.gran_shift;
-    int e = os_file_reserve(sb.fd, file_off(g), (off_t)usable);
+    int e = sb.flags & STRATA_SB_NO_RESERVE ? 0 : os_file_reserve(sb.fd, file_off(g), (off_t)usable);
     if (e && e != EOPNOTSUPP) {
         pthread_mutex_lock(&sb.lock);
         arena_free(&sb.arena, p, NULL);
@@ -77,7 +77,8 @@ static void drop_range(size_t g, size_t n, bool freeing) {
         size_t len = k << sb.gran_shift;
         if (sb.mech == STRATA_SB_MECH_MPROTECT) (void)os_sb_protect(a, len, OS_PROT_NONE);
         (void)os_sb_drop(a, len);
-        (void)os_file_punch(sb.fd, file_off(g + i), (off_t)len);
+        if (os_file_punch(sb.fd, file_off(g + i), (off_t)len) == 0)
+            atomic_store_explicit(&sb.stalled_until, 0, memory_order_relaxed);
         if (resident) sb_budget_give(resident);
         for (size_t j = 0; j < k; j++) sb_unlock(g + i + j, freeing ? 0 : (uint8_t)(states[j] & (ST_ALLOC | ST_HEAD)));
         i += k;
@@ -149,7 +150,7 @@ void *strata_sb_realloc(void *p, size_t size) {
     pthread_mutex_unlock(&sb.lock);
     if (grown) {
         size_t g = sb_index(p) + (old >> sb.gran_shift), n = (usable - old) >> sb.gran_shift;
-        (void)os_file_reserve(sb.fd, file_off(g), (off_t)(usable - old));
+        if (!(sb.flags & STRATA_SB_NO_RESERVE)) (void)os_file_reserve(sb.fd, file_off(g), (off_t)(usable - old));
         for (size_t i = 0; i < n; i++) atomic_store(&sb.st[g + i], (uint8_t)ST_ALLOC);
         size_t hi = atomic_load(&sb.hiwater);
         while (hi < g + n && !atomic_compare_exchange_weak(&sb.hiwater, &hi, g + n)) {

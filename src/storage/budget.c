@@ -13,6 +13,7 @@
 #define _GNU_SOURCE 1
 #include <sched.h>
 
+#include "../os/os.h"
 #include "storage.h"
 
 #define EVICT_MAX 512   /* granules per run at most (the state array is on the stack) */
@@ -82,6 +83,8 @@ void sb_budget_take(size_t n) {
                 return;
             continue;
         }
+        uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
+        if (stalled && os_now_ms() < stalled) break;
         if (evict_some(cur + n - sb.budget_pages) > 0) {
             idle_rounds = 0;
             continue;
@@ -92,10 +95,10 @@ void sb_budget_take(size_t n) {
             sched_yield();
             continue;
         }
-        atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
-        atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
-        return;
+        break;
     }
+    atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
+    atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
 }
 
 size_t sb_evict_range(size_t from, size_t to, bool include_pinned) {

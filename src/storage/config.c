@@ -162,6 +162,7 @@ static int setup(const strata_sb_config *c) {
     sb.fd = fd;
     sb.read_policy = c->read_policy;
     sb.write_policy = c->write_policy;
+    sb.flags = c->flags;
     e = sb_mechanism_init(c->mechanism);
     if (e) goto fail_file;
     if (sb.mech == STRATA_SB_MECH_MPROTECT)

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../options/options.h"
+#include "../os/os.h"
 #include "../os/os_storage.h"
 #include "storage.h"
 
@@ -162,6 +163,9 @@ static int write_back(size_t g, size_t n, uint8_t *states) {
     /* Undo the freeze: dirty granules become writable again (uffd: all,
      * the write-protect bits the scan set keep tracking writes). */
     atomic_fetch_add_explicit(&sb.writeback_failures, 1, memory_order_relaxed);
+    /* Every other run would fail the same way: faults go over budget
+     * without trying for a while (a free gives disk space back at once). */
+    atomic_store_explicit(&sb.stalled_until, os_now_ms() + SB_STALL_MS, memory_order_relaxed);
     if (sb.mech == STRATA_SB_MECH_UFFD || !tracking_writes()) {
         (void)os_sb_protect(a, len, OS_PROT_RW);
     } else {

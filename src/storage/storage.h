@@ -50,6 +50,7 @@ enum {
 };
 
 #define SB_SCRATCH_SLOTS 8
+#define SB_STALL_MS 100     /* after a failed write-back, no eviction for this long */
 
 typedef struct sb_state_s {
     _Atomic int ready;
@@ -64,12 +65,14 @@ typedef struct sb_state_s {
     int mech;                   /* STRATA_SB_MECH_UFFD or _MPROTECT */
     bool wp_async;              /* uffd: written pages found by PAGEMAP_SCAN */
     int read_policy, write_policy;
+    unsigned flags;             /* STRATA_SB_NO_RESERVE */
     size_t budget_pages;
     size_t load_max;            /* granules loaded at most per fault (aggressive read) */
     size_t evict_batch;         /* granules evicted at least per eviction */
     _Atomic size_t resident;    /* granules resident or being loaded */
     _Atomic size_t hand;        /* the eviction clock */
     _Atomic size_t hiwater;     /* no block beyond this granule */
+    _Atomic uint64_t stalled_until; /* ms: a write-back failed, eviction waits till then */
     /* Scratch buffers for file reads, claimed by bit; zeros: a read-only
      * range of the zero page, the source of fills of never-written pages. */
     uint8_t *scratch;

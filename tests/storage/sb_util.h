@@ -5,6 +5,7 @@
 #ifndef STRATA_TEST_SB_UTIL_H
 #define STRATA_TEST_SB_UTIL_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
