@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../large/large.h"
+#include "../storage/preload.h"
 
 void *strata_calloc(size_t count, size_t size) {
     size_t total;
@@ -56,6 +57,8 @@ void *strata_realloc(void *p, size_t size) {
             if (q) return q;
         }
     } else {
+        void *q;
+        if (sb_preload_realloc(p, size, &q)) return q;   /* storage-backed (src/storage/preload.c) */
         strata_error("realloc(): invalid pointer", p);
         return NULL;
     }
@@ -140,7 +143,7 @@ size_t strata_malloc_usable_size(const void *p) {
 }
 
 int strata_owns(const void *p) {
-    return p && segmap_lookup(p) != SEGMAP_NONE;
+    return p && (segmap_lookup(p) != SEGMAP_NONE || strata_sb_owns(p));
 }
 
 size_t strata_release(void) {
