@@ -219,6 +219,7 @@ typedef struct strata_sb_config_s {
     int write_policy;        /* LAZY: write back only written pages; AGGRESSIVE: every resident page */
     int mechanism;           /* STRATA_SB_MECH_* */
     unsigned flags;          /* STRATA_SB_NO_RESERVE */
+    const char *group;       /* processes of one group share one budget (NULL: $STRATA_SB_GROUP) */
 } strata_sb_config;
 /* Do not reserve a block's disk space when it is allocated (fallocate): for
  * huge, sparsely touched blocks.  A full disk then shows at write-back: the
@@ -274,8 +275,18 @@ typedef struct strata_sb_stats_s {
     uint64_t writeback_failures;
     int mechanism;           /* STRATA_SB_MECH_UFFD or _MPROTECT in use (0: not initialised) */
     int wp_async;            /* dirty pages found by PAGEMAP_SCAN, writes do not fault */
+    int group_members;       /* live members of this process's group (0: no group) */
+    uint64_t group_budget, group_resident;   /* bytes, over the whole group */
 } strata_sb_stats_t;
 STRATA_API void strata_sb_stats(strata_sb_stats_t *out);
+
+/* Non-zero when this process's group (STRATA_SB_GROUP) is at its budget or
+ * another member asked for memory: a process about to block should then
+ * call strata_sb_release_all (the MPI library, libstrata-mpi, does). */
+STRATA_API int strata_sb_group_pressure(void);
+/* Says this process is idle (blocked) or busy again: members that need
+ * memory ask idle ones first. */
+STRATA_API void strata_sb_idle(int idle);
 /* --- end storage-backed memory --- */
 
 #ifdef __cplusplus

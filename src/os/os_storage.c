@@ -186,6 +186,11 @@ int os_file_punch(int fd, off_t off, off_t len) {
     return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) == 0 ? 0 : errno;
 }
 
+void *os_sb_map_shared(int fd, size_t len) {
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 uint64_t os_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

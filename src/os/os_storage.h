@@ -61,6 +61,10 @@ int os_pwrite_all(int fd, const void *buf, size_t len, off_t off);
 int os_file_reserve(int fd, off_t off, off_t len);
 int os_file_punch(int fd, off_t off, off_t len);
 
+/* Maps len bytes of the file fd shared, read/write (a table several
+ * processes share).  NULL on failure (errno set). */
+void *os_sb_map_shared(int fd, size_t len);
+
 /* Nanoseconds on the monotonic clock (vDSO; async-signal-safe). */
 uint64_t os_now_ns(void);
 

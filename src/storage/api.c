@@ -281,4 +281,7 @@ void strata_sb_stats(strata_sb_stats_t *out) {
     out->writeback_failures = atomic_load(&sb.writeback_failures);
     out->mechanism = sb.mech;
     out->wp_async = sb.wp_async;
+    out->group_members = sb_group_members();
+    out->group_budget = sb_group_budget();
+    out->group_resident = sb_group_total();
 }

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE 1
 #include <sched.h>
+#include <time.h>
 
 #include "../os/os.h"
 #include "storage.h"
@@ -20,6 +21,7 @@
 
 void sb_budget_give(size_t n) {
     atomic_fetch_sub_explicit(&sb.resident, n, memory_order_release);
+    if (sb.group) sb_group_add(-(int64_t)(n << sb.gran_shift));
 }
 
 /* Locks up to limit granules from g that are resident (and unpinned unless
@@ -73,7 +75,42 @@ static size_t evict_some(size_t need) {
     return done;
 }
 
+/* The group's share of the work: the total is the gate. */
+static void group_take(size_t n) {
+    size_t bytes = n << sb.gran_shift;
+    size_t asked = sb_group_fair_excess();
+    if (asked) evict_some((asked + sb.gran - 1) >> sb.gran_shift);
+    for (unsigned idle_rounds = 0;;) {
+        if (sb_group_try_take(bytes)) {
+            atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
+            return;
+        }
+        uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
+        if (stalled && os_now_ms() < stalled) break;
+        size_t excess = sb_group_excess(bytes);
+        if (excess && evict_some((excess + sb.gran - 1) >> sb.gran_shift) > 0) continue;
+        if (sb_group_reap() > 0) continue;
+        /* Ours are all taken: ask the others, and give them a moment. */
+        uint64_t before = sb_group_total();
+        sb_group_ask();
+        if (++idle_rounds < 256) {
+            struct timespec ts = {0, 100 * 1000};
+            nanosleep(&ts, NULL);
+            if (sb_group_total() < before) idle_rounds = 0;
+            continue;
+        }
+        break;
+    }
+    atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
+    sb_group_add((int64_t)bytes);
+    atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
+}
+
 void sb_budget_take(size_t n) {
+    if (sb.group) {
+        group_take(n);
+        return;
+    }
     unsigned idle_rounds = 0;
     for (;;) {
         size_t cur = atomic_load_explicit(&sb.resident, memory_order_acquire);

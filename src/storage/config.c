@@ -196,14 +196,18 @@ static int setup(const strata_sb_config *c) {
     atomic_store(&sb.hand, 0);
     atomic_store(&sb.hiwater, 0);
     sb.allocated = 0;
+    const char *group = c->group ? c->group : env("STRATA_SB_GROUP");
+    if (group && *group && (e = sb_group_join(group, sb.budget_pages << sb.gran_shift)) != 0) goto fail_arena;
     atomic_store_explicit(&sb.ready, 1, memory_order_release);
     if (opt(STRATA_OPTION_VERBOSE))
-        strata_message("strata: storage-backed memory in %s: budget %zu MiB, page %zu KiB, %s%s, read %s, write %s\n",
-                       sb.dir, budget >> 20, gran >> 10,
+        strata_message("strata: storage-backed memory in %s: budget %zu MiB%s%s, page %zu KiB, %s%s, read %s, write %s\n",
+                       sb.dir, budget >> 20, sb.group ? ", group " : "", sb.group ? group : "", gran >> 10,
                        sb.mech == STRATA_SB_MECH_UFFD ? "userfaultfd" : "mprotect",
                        sb.wp_async ? " with PAGEMAP_SCAN write tracking" : "",
                        sb.read_policy ? "aggressive" : "lazy", sb.write_policy ? "aggressive" : "lazy");
     return 0;
+fail_arena:
+    arena_destroy(&sb.arena);
 fail_tables:
     unmap_tables();
     sb_mechanism_fini();
@@ -246,6 +250,7 @@ int strata_sb_shutdown(void) {
         goto out;
     }
     atomic_store(&sb.ready, 0);
+    sb_group_leave();
     arena_destroy(&sb.arena);
     pthread_mutex_unlock(&sb.lock);
     unmap_tables();

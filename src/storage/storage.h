@@ -50,6 +50,9 @@ enum {
 };
 
 #define SB_SCRATCH_SLOTS 8
+#define SB_GROUP_SLOTS 64
+struct sb_group_s;
+struct sb_member_s;
 #define SB_STALL_MS 100     /* after a failed write-back, no eviction for this long */
 
 typedef struct sb_state_s {
@@ -83,6 +86,8 @@ typedef struct sb_state_s {
     arena_t arena;
     size_t allocated;
     char dir[256];
+    struct sb_group_s *group;   /* the node-wide table (STRATA_SB_GROUP), or NULL */
+    struct sb_member_s *me;     /* this process's slot in it */
     /* statistics */
     _Atomic uint64_t bytes_written, bytes_read, faults, write_faults, evictions, io_ns, over_budget,
         writeback_failures;
@@ -127,6 +132,21 @@ void sb_budget_take(size_t n);
 void sb_budget_give(size_t n);
 /* Evicts every unpinned resident granule in [from, to); returns granules. */
 size_t sb_evict_range(size_t from, size_t to, bool include_pinned);
+
+/* ---- group.c: the node-wide budget ---------------------------------------
+ * With a group, loads take their bytes from the group's total (one CAS)
+ * instead of the process's own count. */
+int sb_group_join(const char *name, size_t budget);
+void sb_group_leave(void);
+bool sb_group_try_take(size_t bytes);
+void sb_group_add(int64_t bytes);          /* going over, or giving back (negative) */
+size_t sb_group_excess(size_t bytes);      /* bytes over the group budget if bytes were taken */
+size_t sb_group_reap(void);                /* removes dead members; how many */
+void sb_group_ask(void);                   /* asks the other members to give back */
+size_t sb_group_fair_excess(void);         /* asked to give back: bytes above a fair share */
+uint64_t sb_group_budget(void);
+uint64_t sb_group_total(void);
+int sb_group_members(void);
 
 /* ---- fault.c ------------------------------------------------------------ */
 /* Sets up the mechanism asked for (AUTO: userfaultfd, else mprotect) over
