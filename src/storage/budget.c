@@ -90,15 +90,20 @@ static void group_take(size_t n) {
         size_t excess = sb_group_excess(bytes);
         if (excess && evict_some((excess + sb.gran - 1) >> sb.gran_shift) > 0) continue;
         if (sb_group_reap() > 0) continue;
-        /* Ours are all taken: ask the others, and give them a moment. */
+        /* Ours are all taken: ask the others, and give them a moment.  If
+         * they do not answer (blocked with pinned buffers), go over, and do
+         * not wait again for a while. */
+        uint64_t quiet = atomic_load_explicit(&sb.unanswered_until, memory_order_relaxed);
+        if (quiet && os_now_ms() < quiet) break;
         uint64_t before = sb_group_total();
         sb_group_ask();
-        if (++idle_rounds < 256) {
+        if (++idle_rounds < 32) {
             struct timespec ts = {0, 100 * 1000};
             nanosleep(&ts, NULL);
             if (sb_group_total() < before) idle_rounds = 0;
             continue;
         }
+        atomic_store_explicit(&sb.unanswered_until, os_now_ms() + SB_STALL_MS, memory_order_relaxed);
         break;
     }
     atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);

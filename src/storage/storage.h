@@ -76,6 +76,7 @@ typedef struct sb_state_s {
     _Atomic size_t hand;        /* the eviction clock */
     _Atomic size_t hiwater;     /* no block beyond this granule */
     _Atomic uint64_t stalled_until; /* ms: a write-back failed, eviction waits till then */
+    _Atomic uint64_t unanswered_until; /* ms: the group did not give back, do not ask till then */
     /* Scratch buffers for file reads, claimed by bit; zeros: a read-only
      * range of the zero page, the source of fills of never-written pages. */
     uint8_t *scratch;
