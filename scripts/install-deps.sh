@@ -9,6 +9,8 @@ need_test=(
   "cmake:cmake" "ninja:ninja-build" "gcc:gcc" "python3:python3" "git:git"
   "sqlite3:sqlite3" "pkg-config:pkg-config" "clang:clang" "/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev"
   "mpirun:openmpi-bin" "/usr/include/x86_64-linux-gnu/openmpi/mpi.h:libopenmpi-dev"
+  "mpicc.mpich:mpich" "/usr/include/x86_64-linux-gnu/mpich/mpi.h:libmpich-dev"
+  "unshare:util-linux" "mkswap:util-linux"
 )
 need_bench=(
   "${need_test[@]}"
