@@ -53,21 +53,7 @@ static uint64_t start_time(int pid) {
     size_t len = 6;
     while (n > 0) path[len++] = digits[--n];
     memcpy(path + len, "/stat", 6);
-    char buf[512];
-    size_t got = os_read_file(path, buf, sizeof buf);
-    if (!got) return 0;
-    char *s = buf + got;
-    while (s > buf && *s != ')') s--;
-    int field = 2;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        if (*s == ' ') {
-            if (++field > 22) break;
-            continue;
-        }
-        if (field == 22 && *s >= '0' && *s <= '9') v = v * 10 + (uint64_t)(*s - '0');
-    }
-    return v;
+    return os_stat_field(path, 22);
 }
 
 static bool member_dead(sb_member *m, int pid) {
