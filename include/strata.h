@@ -106,6 +106,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_SB_READ,          /* STRATA_SB_LAZY|AGGRESSIVE */
     STRATA_OPTION_SB_WRITE,         /* STRATA_SB_LAZY|AGGRESSIVE */
     STRATA_OPTION_SB_MECHANISM,     /* STRATA_SB_MECH_AUTO|UFFD|MPROTECT */
+    STRATA_OPTION_SB_DIRECT,        /* 0 auto, 1 direct I/O, 2 buffered */
     STRATA_OPTION_COUNT
 } strata_option_t;
 
@@ -225,6 +226,12 @@ typedef struct strata_sb_config_s {
  * huge, sparsely touched blocks.  A full disk then shows at write-back: the
  * data stays in memory, over the budget, and the failure is reported. */
 #define STRATA_SB_NO_RESERVE 1u
+/* File I/O: direct (O_DIRECT: no page cache, which is memory outside the
+ * budget and, in a memory cgroup, pushes resident pages to swap) or
+ * buffered (the page cache reads ahead and keeps recent data).  Neither:
+ * direct when the process runs under a memory limit, buffered otherwise. */
+#define STRATA_SB_DIRECT_IO 2u
+#define STRATA_SB_BUFFERED_IO 4u
 
 /* Returns 0, or EINVAL (bad config: the reason is printed), EBUSY (already
  * initialised), or the errno of what failed (the backing directory...).

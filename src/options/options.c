@@ -27,6 +27,7 @@ static const char *const err_words[] = {"abort", "warn", NULL};
 static const char *const fit_words[] = {"best", "first", NULL};
 static const char *const sb_policy_words[] = {"lazy", "aggressive", NULL};
 static const char *const sb_mech_words[] = {"auto", "uffd", "mprotect", NULL};
+static const char *const sb_direct_words[] = {"auto", "on", "off", NULL};
 
 /* Keep in the order of strata_option_t. */
 static const opt_desc table[STRATA_OPTION_COUNT] = {
@@ -53,6 +54,8 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
     {"SB_READ", KIND_ENUM, 0, 0, 1, sb_policy_words, "storage-backed read policy: lazy, aggressive"},
     {"SB_WRITE", KIND_ENUM, 0, 0, 1, sb_policy_words, "storage-backed write policy: lazy, aggressive"},
     {"SB_MECHANISM", KIND_ENUM, 0, 0, 2, sb_mech_words, "storage-backed fault mechanism: auto, uffd, mprotect"},
+    {"SB_DIRECT", KIND_ENUM, 0, 0, 2, sb_direct_words,
+     "storage-backed file I/O: auto (direct under a memory limit), on (direct), off (buffered)"},
 };
 
 long strata_options[STRATA_OPTION_COUNT];

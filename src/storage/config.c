@@ -50,6 +50,27 @@ static size_t read_number(const char *path) {
     return v;
 }
 
+/* The limit of this process's own memory cgroup: its path comes from
+ * /proc/self/cgroup ("0::/path" for v2, "N:memory:/path" for v1). */
+static size_t cgroup_limit(void) {
+    char buf[2048], path[512];
+    if (!os_read_file("/proc/self/cgroup", buf, sizeof buf)) return 0;
+    for (char *line = buf; line && *line;) {
+        char *end = strchr(line, '\n');
+        if (end) *end = 0;
+        const char *v2 = !strncmp(line, "0::", 3) ? line + 3 : NULL;
+        const char *v1 = strstr(line, ":memory:");
+        size_t limit = 0;
+        if (v1 && snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", v1 + 8) < (int)sizeof path)
+            limit = read_number(path);
+        else if (v2 && snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", v2) < (int)sizeof path)
+            limit = read_number(path);
+        if (limit) return limit;
+        line = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
 /* The memory limit: STRATA_MEMORY_LIMIT, the cgroup's (v2, then v1), or
  * the machine's memory.  Private until issue 9's os_memory_limit() lands. */
 static size_t memory_limit(void) {
@@ -57,8 +78,7 @@ static size_t memory_limit(void) {
     long v;
     const char *s = env("STRATA_MEMORY_LIMIT");
     if (s && options_parse_size(s, &v) && v > 0) return (size_t)v < ram ? (size_t)v : ram;
-    size_t cg = read_number("/sys/fs/cgroup/memory.max");
-    if (!cg) cg = read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    size_t cg = cgroup_limit();
     return cg && cg < ram ? cg : ram;
 }
 
@@ -89,6 +109,8 @@ static int config_from_env(strata_sb_config *c) {
     c->read_policy = (int)opt(STRATA_OPTION_SB_READ);
     c->write_policy = (int)opt(STRATA_OPTION_SB_WRITE);
     c->mechanism = (int)opt(STRATA_OPTION_SB_MECHANISM);
+    long io = opt(STRATA_OPTION_SB_DIRECT);
+    c->flags = io == 1 ? STRATA_SB_DIRECT_IO : io == 2 ? STRATA_SB_BUFFERED_IO : 0;
     const char *b = env("STRATA_SB_BUDGET");
     long v = 0;
     if (b && strcmp(b, "auto") != 0 && (!options_parse_size(b, &v) || v <= 0))
@@ -97,8 +119,17 @@ static int config_from_env(strata_sb_config *c) {
     return 0;
 }
 
-static int open_backing_file(const char *dir) {
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC | O_EXCL, 0600);
+/* The file is opened O_DIRECT where the file system allows: evicted data
+ * then takes no page cache, which would be memory beyond the budget (and,
+ * in a memory cgroup, would push the resident pages out to swap). */
+static int open_direct(const char *path, int flags, bool direct) {
+    int fd = direct ? open(path, flags | O_DIRECT, 0600) : -1;
+    if (fd >= 0 || (direct && errno != EINVAL)) return fd;
+    return open(path, flags, 0600);
+}
+
+static int open_backing_file(const char *dir, bool direct) {
+    int fd = open_direct(dir, O_TMPFILE | O_RDWR | O_CLOEXEC | O_EXCL, direct);
     if (fd >= 0) return fd;
     int e = errno;
     if (e != EOPNOTSUPP && e != EISDIR && e != EINVAL) {
@@ -109,7 +140,7 @@ static int open_backing_file(const char *dir) {
     char path[sizeof sb.dir + 64];
     static _Atomic unsigned serial;
     snprintf(path, sizeof path, "%s/.strata-sb-%d-%u", dir, (int)getpid(), atomic_fetch_add(&serial, 1));
-    fd = open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    fd = open_direct(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, direct);
     if (fd < 0) {
         e = errno;
         strata_message("strata: storage-backed memory: cannot create a file in %s: %s\n", dir, strerror(e));
@@ -157,7 +188,9 @@ static int setup(const strata_sb_config *c) {
     if (!dir || !*dir) dir = "/tmp";
     if (strlen(dir) >= sizeof sb.dir) return refuse("the directory name %s is too long", dir);
     strcpy(sb.dir, dir);
-    int fd = open_backing_file(dir);
+    bool direct = (c->flags & STRATA_SB_DIRECT_IO) ||
+                  (!(c->flags & STRATA_SB_BUFFERED_IO) && memory_limit() < sb_physical_memory());
+    int fd = open_backing_file(dir, direct);
     if (fd < 0) return -fd;
     sb.fd = fd;
     sb.read_policy = c->read_policy;
@@ -200,8 +233,8 @@ static int setup(const strata_sb_config *c) {
     if (group && *group && (e = sb_group_join(group, sb.budget_pages << sb.gran_shift)) != 0) goto fail_arena;
     atomic_store_explicit(&sb.ready, 1, memory_order_release);
     if (opt(STRATA_OPTION_VERBOSE))
-        strata_message("strata: storage-backed memory in %s: budget %zu MiB%s%s, page %zu KiB, %s%s, read %s, write %s\n",
-                       sb.dir, budget >> 20, sb.group ? ", group " : "", sb.group ? group : "", gran >> 10,
+        strata_message("strata: storage-backed memory in %s%s: budget %zu MiB%s%s, page %zu KiB, %s%s, read %s, write %s\n",
+                       sb.dir, (fcntl(sb.fd, F_GETFL) & O_DIRECT) ? " (direct I/O)" : "", budget >> 20, sb.group ? ", group " : "", sb.group ? group : "", gran >> 10,
                        sb.mech == STRATA_SB_MECH_UFFD ? "userfaultfd" : "mprotect",
                        sb.wp_async ? " with PAGEMAP_SCAN write tracking" : "",
                        sb.read_policy ? "aggressive" : "lazy", sb.write_policy ? "aggressive" : "lazy");
