@@ -11,7 +11,8 @@
  * byte comes back from the file).
  *
  * usage: test_sb_integrity MECH READ WRITE THREADS [BUDGET_MIB [PAGE_MULTIPLE [OPS]]]
- * (OPS: runs of 64 accesses over all threads, default 80000)
+ * (OPS: runs of 64 accesses over all threads, default 80000; TEST_SB_DIRECT
+ * set: the backing file is written and read with direct I/O)
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -94,6 +95,7 @@ int main(int argc, char **argv) {
         .read_policy = parse_policy(argv[2]),
         .write_policy = parse_policy(argv[3]),
         .mechanism = parse_mech(argv[1]),
+        .flags = getenv("TEST_SB_DIRECT") ? STRATA_SB_DIRECT_IO : STRATA_SB_BUFFERED_IO,
     };
     ops_per_thread = (argc > 7 ? (size_t)atoi(argv[7]) : 80000) / nthreads;
     sb_init_or_skip(&c);
