@@ -6,7 +6,9 @@
  * thread samples the process's RssAnon (/proc/self/status) throughout;
  * the test fails if it ever passed the floor (RssAnon once everything is
  * released: the shadow, stacks, Strata's tables) plus budget + 5 %.  At
- * the end, the range's resident pages are counted exactly (pagemap).
+ * the end, the range's resident pages are counted exactly (pagemap).  The
+ * process's mappings (/proc/self/maps) stay below two per resident storage
+ * page (mprotect mode splits them; userfaultfd does not).
  * At the end all data is checked, then again after release_all (every
  * byte comes back from the file).
  *
@@ -31,11 +33,27 @@ static uintptr_t lo = UINTPTR_MAX, hi;
 static _Atomic int done;
 static size_t rss_max;
 
+static size_t maps_max;
+
+static size_t count_maps(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f);
+    size_t n = 0;
+    int c;
+    while ((c = getc(f)) != EOF) n += c == '\n';
+    fclose(f);
+    return n;
+}
+
 static void *monitor(void *arg) {
     (void)arg;
-    while (!atomic_load(&done)) {
+    for (unsigned i = 0; !atomic_load(&done); i++) {
         size_t r = proc_rss_anon();
         if (r > rss_max) rss_max = r;
+        if (i % 8 == 0) {
+            size_t m = count_maps();
+            if (m > maps_max) maps_max = m;
+        }
         usleep(2000);
     }
     return NULL;
@@ -146,6 +164,10 @@ int main(int argc, char **argv) {
     printf("RssAnon: max %zu KiB, floor %zu KiB, max - floor %zu KiB (budget %llu KiB)\n", rss_max >> 10, floor >> 10,
            (rss_max - floor) >> 10, (unsigned long long)st.budget >> 10);
     CHECK(rss_max <= floor + st.budget + st.budget / 20);
+    /* Mappings: mprotect mode splits one per resident run at most. */
+    size_t granules = st.budget / st.granularity;
+    printf("mappings: at most %zu (the process's, sampled)\n", maps_max);
+    CHECK(maps_max <= 2 * granules + 200);
     check_all("after release_all");
     for (int b = 0; b < BLOCKS; b++) strata_sb_free(blk[b]);
     strata_sb_stats(&st);
