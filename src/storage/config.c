@@ -82,12 +82,12 @@ static size_t memory_limit(void) {
     return cg && cg < ram ? cg : ram;
 }
 
-/* Headroom for everything else the process holds: an eighth of the
- * limit, at least 64 MiB (half of a limit below 128 MiB). */
+/* Headroom for everything else the process holds (and, under direct I/O
+ * or not, a little page cache): an eighth of the limit, a quarter below
+ * 512 MiB. */
 size_t sb_auto_budget(void) {
     size_t limit = memory_limit();
-    size_t room = limit / 8 > ((size_t)64 << 20) ? limit / 8 : (size_t)64 << 20;
-    return limit > 2 * room ? limit - room : limit / 2;
+    return limit - (limit >= ((size_t)512 << 20) ? limit / 8 : limit / 4);
 }
 
 __attribute__((format(printf, 1, 2))) static int refuse(const char *fmt, ...) {
