@@ -198,7 +198,7 @@ int strata_sb_acquire(void *p, size_t len, int mode) {
                 break;
             }
             sb_unlock(g, s);
-            sb_fault(g, write);
+            if (sb_fault(g, write) != 0) return EINVAL;   /* freed meanwhile */
         }
     }
     return 0;
