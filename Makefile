@@ -1,32 +1,61 @@
-# Thin wrapper around CMake.  The two commands of the quick start:
-#   make test    build everything and run the whole test suite
-#   make bench   build, install the allocators we compare with, run the comparison
+# Thin wrapper around CMake.
+#   make                the libraries and the tools (build/libstrata.so, build/bin/strata-*)
+#   make install        those, into PREFIX (default /usr/local)
+#   make test           build everything, tests included, and run the whole test suite
+#   make bench          the quick comparison with glibc, jemalloc, tcmalloc, mimalloc
+#                       (3-9 min on 2 cores, with the load); FULL=1 for every workload (about 45 min).
+#                       Results in bench/runs/<time>/, bench/runs/latest points at the last.
+#   make bench-record   a full run, copied into bench/results/ (the committed record)
+#   make debug          internal assertions everywhere (STRATA_DEBUG), in build-debug/
+# NODEPS=1 skips the package check; DEV=1 makes warnings errors (as CI=true does);
+# BENCH_ARGS passes options to bench/run-bench (see bench/README.md).
 BUILD   ?= build
 PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
+BENCH_ARGS ?=
 
-.PHONY: all build test bench install clean deps-test deps-bench
+yes = $(filter-out 0 no false off,$(1))
+# QUICK=0 (the old spelling) also asks for the full run.
+full_flag = $(if $(or $(call yes,$(FULL)),$(filter 0 no false off,$(QUICK))),--full)
+
+.PHONY: all build build-all test bench bench-record bench-programs install clean deps-test deps-bench debug
 
 all: build
 
 $(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(if $(call yes,$(DEV)),-DSTRATA_DEV=ON) $(CMAKE_FLAGS)
 
 build: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target strata-libs
+
+build-all: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+bench-programs: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target strata-bench-programs
+
 deps-test:
-	@scripts/install-deps.sh test
+	@$(if $(call yes,$(NODEPS)),true,scripts/install-deps.sh test)
 
 deps-bench:
-	@scripts/install-deps.sh bench
+	@$(if $(call yes,$(NODEPS)),true,scripts/install-deps.sh bench)
 
-test: deps-test build
+test: deps-test build-all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
-bench: deps-bench build
-	bench/run-bench --build $(BUILD) $(if $(QUICK),--quick)
+# exec: the harness takes make's place, so a signal reaches it directly and
+# make has no child to wait for.
+bench: deps-bench bench-programs
+	@exec bench/run-bench --build $(BUILD) $(full_flag) $(BENCH_ARGS)
+
+bench-record: deps-bench bench-programs
+	@exec bench/run-bench --build $(BUILD) --full --record $(BENCH_ARGS)
+
+# A build with internal assertions everywhere (STRATA_DEBUG), in build-debug/.
+debug:
+	cmake -S . -B build-debug -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_DEBUG=ON $(CMAKE_FLAGS)
+	cmake --build build-debug -j $(JOBS)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -1,5 +1,5 @@
 # make install PREFIX=...: library, header, pkg-config file, CMake package config.
-install(TARGETS strata strata_static EXPORT StrataTargets
+install(TARGETS strata strata_static strata_secure EXPORT StrataTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${CMAKE_BINARY_DIR}/strata.o DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -50,6 +50,13 @@ STRATA_API size_t strata_malloc_usable_size(const void *p);
 /* Non-zero when p points into memory Strata manages (any block, used or not). */
 STRATA_API int strata_owns(const void *p);
 
+/* Walks the calling thread's heap (every page and free list), the segments
+ * of exited threads and the large tier; prints each broken invariant
+ * ("strata: heap check: ...") and returns how many it found (0: intact).
+ * Other live threads' heaps are not walked (they are owner-only): call it
+ * from each thread.  Every walk is bounded.  Cost: proportional to the heap. */
+STRATA_API size_t strata_heap_check(void);
+
 /* ---- Returning memory -------------------------------------------------- */
 /* Purge now: gives back to the OS the free memory of the calling thread's
  * heap and of the process-wide caches, and returns how many bytes that was.
@@ -179,7 +186,10 @@ typedef struct strata_arena_stats_s {
     uint64_t allocs, frees, purged, grows;   /* cumulative */
 } strata_arena_stats_t;
 
-/* NULL with errno EINVAL (bad config) or ENOMEM. */
+/* NULL with errno EINVAL (bad config) or ENOMEM.  Every function below
+ * reports a NULL arena ("strata: arena alloc(): invalid arena (nil)") and
+ * aborts, or with STRATA_ON_ERROR=warn fails (NULL/EINVAL/0); destroy(NULL)
+ * does nothing. */
 STRATA_API strata_arena *strata_arena_create(const strata_arena_config *config);
 /* A block of at least size bytes aligned to align (a power of two; 0 or
  * another value is reported as "arena alloc(): invalid alignment" and

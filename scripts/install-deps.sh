@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
 # Installs, on a Debian/Ubuntu machine, what `make test` or `make bench` needs
 # and is missing.  Needs root (or sudo) only when something is missing.
+# Prints what it installs and apt's progress, one line per package step.
 set -euo pipefail
 what=${1:-test}
+case $what in test|bench) ;; *) echo "install-deps: usage: $0 test|bench" >&2; exit 2 ;; esac
+
+# The fuzzing runtime belongs to whichever clang is installed: its package
+# is named after clang's major version, so nothing here names a version.
+clang_major() { clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -1; }
+fuzzer_present() {
+  local f
+  for f in /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a \
+           /usr/lib/llvm-*/lib/clang/*/lib/x86_64-*/libclang_rt.fuzzer.a; do
+    [ -e "$f" ] && return 0
+  done
+  return 1
+}
 
 # Packages by purpose.  Each line: a command or file that proves it is there, then the package.
 need_test=(
   "cmake:cmake" "ninja:ninja-build" "gcc:gcc" "python3:python3" "git:git"
-  "sqlite3:sqlite3" "pkg-config:pkg-config" "clang:clang" "/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev"
+  "sqlite3:sqlite3" "pkg-config:pkg-config" "clang:clang"
   "mpirun:openmpi-bin" "/usr/include/x86_64-linux-gnu/openmpi/mpi.h:libopenmpi-dev"
   "mpicc.mpich:mpich" "/usr/include/x86_64-linux-gnu/mpich/mpi.h:libmpich-dev"
   "unshare:util-linux" "mkswap:util-linux"
@@ -29,11 +43,32 @@ for entry in "${list[@]}"; do
   else command -v "$probe" >/dev/null 2>&1 && continue; fi
   missing+=("$pkg")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "install-deps: installing ${missing[*]}"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+apt_install() {
+  echo "install-deps: installing $* (a minute or two on a fresh machine)"
+  echo "install-deps: apt-get update"
+  $sudo apt-get update -qq
+  # One line per download, unpack and configure step, so a slow mirror shows.
+  set +o pipefail
+  $sudo apt-get install -y --no-install-recommends "$@" 2>&1 |
+    grep --line-buffered -E '^(Get:|Unpacking |Setting up |E: )' | sed -u 's/^/install-deps: /'
+  local rc=${PIPESTATUS[0]}
+  set -o pipefail
+  return "$rc"
+}
+[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+
+# The fuzzer runtime, once clang is there (the fuzz tests skip without it).
+if ! fuzzer_present; then
+  major=$(clang_major)
+  if [ -n "$major" ] && apt-cache show "libclang-rt-$major-dev" >/dev/null 2>&1; then
+    apt_install "libclang-rt-$major-dev"
+  else
+    echo "install-deps: no libclang-rt-${major:-?}-dev package for this clang: the fuzz tests will be skipped"
+  fi
+fi
+exit 0

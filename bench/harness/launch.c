@@ -10,8 +10,11 @@
  *
  * usage: bench-launch OUTPUT_FILE TIMEOUT_S [-e NAME=VALUE]... -- COMMAND ARGS...
  * The command's stdout and stderr go to OUTPUT_FILE; its process group is
- * killed after TIMEOUT_S seconds, and after it exits (stray daemons).
- * Prints one line: WALL_SECONDS MAXRSS_KIB exit CODE | signal N | timeout
+ * killed after TIMEOUT_S seconds, and after it exits (stray daemons).  The
+ * command runs in its own process group, so a Ctrl-C at the terminal reaches
+ * only the launcher: SIGINT, SIGTERM and SIGHUP are passed on as a kill of
+ * the whole group, so nothing the command started outlives an interrupted run.
+ * Prints one line: WALL_SECONDS MAXRSS_KIB exit CODE | signal N | timeout | interrupted N
  * Exit status: 0 when measured (whatever the command did), 2 on misuse.
  */
 #define _GNU_SOURCE
@@ -27,14 +30,22 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t timed_out;
-static pid_t child;
+static volatile sig_atomic_t timed_out, stopped_by;
+static volatile pid_t child;
 
 static void on_alarm(int sig)
 {
     (void)sig;
     timed_out = 1;
-    kill(-child, SIGKILL);
+    if (child > 0)
+        kill(-child, SIGKILL);
+}
+
+static void on_stop(int sig)
+{
+    stopped_by = sig;
+    if (child > 0)
+        kill(-child, SIGKILL);
 }
 
 static double now(void)
@@ -72,13 +83,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s: %s\n", argv[0], out, strerror(errno));
         return 2;
     }
+    struct sigaction stop;
+    memset(&stop, 0, sizeof stop);
+    stop.sa_handler = on_stop;
+    sigaction(SIGINT, &stop, NULL);
+    sigaction(SIGTERM, &stop, NULL);
+    sigaction(SIGHUP, &stop, NULL);
     double t0 = now();
-    child = fork();
-    if (child < 0) {
+    pid_t pid = fork();
+    if (pid < 0) {
         perror("fork");
         return 2;
     }
-    if (child == 0) {
+    if (pid == 0) {
         setpgid(0, 0);
         for (int k = env_first; k < env_end; k += 2)
             putenv(argv[k + 1]);
@@ -91,7 +108,10 @@ int main(int argc, char **argv)
         dprintf(2, "bench-launch: cannot run %s: %s\n", cmd[0], strerror(errno));
         _exit(127);
     }
-    setpgid(child, child); /* both sides, so the group exists before any kill */
+    setpgid(pid, pid); /* both sides, so the group exists before any kill */
+    child = pid;
+    if (stopped_by) /* a signal that came before child was set */
+        kill(-child, SIGKILL);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm;
@@ -112,7 +132,9 @@ int main(int argc, char **argv)
         perror("wait4");
         return 2;
     }
-    if (timed_out)
+    if (stopped_by)
+        printf("%.6f %ld interrupted %d\n", wall, ru.ru_maxrss, (int)stopped_by);
+    else if (timed_out)
         printf("%.6f %ld timeout\n", wall, ru.ru_maxrss);
     else if (WIFSIGNALED(status))
         printf("%.6f %ld signal %d\n", wall, ru.ru_maxrss, WTERMSIG(status));

@@ -142,15 +142,28 @@ def test_tables(report):
     g = report.geomean([2.0, 8.0])
     check(abs(g - 4.0) < 1e-9, "geometric mean: %s" % g)
     md = report.render(rows, {"date": "D", "command": "C", "runs": 3, "machine": "M", "versions": {}}, [])
-    check("| w-1 | 3.00 | 1.00 | 1.50 | 0.500 | 1.50 (jemalloc) |" in md, "time row with ratios to glibc and best")
-    check("| w-2 | 100 | 100 | 200 | 2.00 | 2.00 (glibc) |" in md, "peak RSS row with ratios")
-    check("9.00 (1/2 ok: no-check)" in md, "partly failed cell says so")
+    check("| w-1 | 3.00 s (2.00–4.00) | 1.00 s (1.00–5.00) | 1.50 s (1.20–1.80) | 0.500× | 1.50× (jemalloc) |"
+          in md, "time row: units, min-max spread, ratios to glibc and best")
+    check("| w-2 | 100 MiB | 100 MiB | 200 MiB | 2.00× | 2.00× (glibc) |" in md, "peak RSS row with ratios")
+    check("9.00 s (1/2 ok: no-check)" in md, "partly failed cell says so")
+    # f: strata/glibc 0.5 and 1.0 -> 0.707 (1.4x faster); strata/jemalloc 1.5 and 0.5 -> 0.866
+    check("**For f** — the f workloads; 2 workloads: Strata is **1.4× faster than glibc** and **1.2× faster "
+          "than the best other, jemalloc**; its peak memory is **1.3× glibc's**." in md, "verdict per family")
+    check("- `jemalloc`: jemalloc" in md, "every allocator explained")
+    summ = report.summary_lines(rows, 75, True)
+    check(len(summ) <= 9 and summ[0].startswith("run-bench: 24 runs of 3 workloads in 1 min 15 s (quick set)")
+          and any(ln.split()[:2] == ["strata", "0.707×"] for ln in summ)
+          and any("failed" in ln for ln in summ), "terminal summary: %s" % summ)
+    check(report.human_size(65536) == "64 KiB" and report.human_size(1 << 20) == "1 MiB"
+          and report.human_size(1536) == "1.50 KiB", "readable sizes")
+    check("Strata where every request, however small, goes to the large tier"
+          in report.variant_about("strata-1tier", {"STRATA_LARGE_THRESHOLD": "0"}), "variants explained")
     check("over the 2 of 3 workloads" in md, "geometric means use only workloads everyone completed")
     # strata/glibc: w-1 0.5, w-2 1.0 -> geomean 0.707
     check("| time | 1.00 | 0.816 | 0.707 |" in md, "geometric mean row of time")
     check("- w-2: not faster than glibc" in md and "peak RSS 2.00× the smallest (glibc" in md,
           "target misses are listed")
-    check("| ns | glibc | jemalloc | strata |" in md and "| 8 | – | – | 3.00 |" in md, "sweep metric table")
+    check("| ns at size | glibc | jemalloc | strata |" in md and "| 8 B | – | – | 3.00 |" in md, "sweep metric table")
     check("## Failed runs" in md and "v under strata: 1 of 2 runs failed (no-check)" in md, "failed runs listed")
 
 
@@ -168,7 +181,7 @@ def test_end_to_end(rb, report, tmp):
     out = os.path.join(tmp, "out")
     args = argparse.Namespace(build=os.path.join(tmp, "no-build"), quick=True, suite=[suite], only=None,
                               allocators=None, runs=2, list=False, out=out, timeout=1.0, setup_timeout=10.0,
-                              no_plots=True)
+                              no_plots=True, record=False)
     try:
         rc = rb.run_all(args)
     finally:
@@ -190,7 +203,7 @@ def test_end_to_end(rb, report, tmp):
     with open(os.path.join(out, "report.md")) as f:
         md = f.read()
     check("FAIL (no-check)" in md and "## Family: fam" in md, "report.md has the family table and the failure")
-    check("| ns | glibc | jemalloc | strata |" in md, "report.md has the sweep metric table")
+    check("| ns at size | glibc | jemalloc | strata |" in md, "report.md has the sweep metric table")
     with open(os.path.join(out, "failures.log")) as f:
         log = f.read()
     check("nocheck under glibc, run 1: no-check" in log, "failures.log names the failed runs")

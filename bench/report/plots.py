@@ -66,6 +66,7 @@ def family_chart(t, fam, out_dir):
     fig, axes = plt.subplots(2, 1, figsize=(max(7, 0.25 * len(allocs) * len(names) + 3), 7.5), sharex=True)
     width = 0.8 / len(allocs)
     for ax, what, label in ((axes[0], "time", "time"), (axes[1], "rss", "peak RSS")):
+        every = []
         for i, a in enumerate(allocs):
             xs, ys = [], []
             for k, n in enumerate(names):
@@ -74,8 +75,11 @@ def family_chart(t, fam, out_dir):
                     xs.append(k + (i - (len(allocs) - 1) / 2) * width)
                     ys.append(v / r)
             ax.bar(xs, ys, width=width, label=a, color=color(a, t.allocators))
+            every += ys
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_yscale("log")
+        if every:   # bars start at the bottom of the axis: make it below the smallest ratio
+            ax.set_ylim(min(min(every), 1.0) / 1.3, max(max(every), 1.0) * 1.3)
         ratio_axis(ax)
         ax.set_ylabel("%s ÷ %s%s" % (label, ref, " (log)" if ax.get_yscale() == "log" else ""))
         ax.grid(axis="y", which="both", alpha=0.3)
@@ -157,9 +161,13 @@ def sweep_charts(t, out_dir):
                 if xy:
                     ax.plot([p[0] for p in xy], [p[1] for p in xy], marker=".", label=a, color=color(a, t.allocators))
             ax.set_xscale("log", base=2)
+            # Readable sizes (16 B, 4 KiB, 1 MiB) at powers of 2, thinned to about 10.
+            ax.xaxis.set_major_locator(LogLocator(base=2, subs=(1.0,), numticks=11))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: report.human_size(v)))
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_yscale("log")
             plain_log_axis(ax.yaxis)
-            ax.set_xlabel("size (bytes)")
+            ax.set_xlabel("requested size")
             ax.set_ylabel(base + " (log)")
             ax.set_title("%s: %s against size (log-log%s)" % (n, base, "; values of 0 not drawn" if dropped else ""))
             ax.grid(which="both", alpha=0.3)

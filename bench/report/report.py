@@ -150,6 +150,11 @@ class Cell:
     def peak(self):
         return statistics.median(self.rss) if self.rss else None
 
+    def spread(self, what):
+        """(min, max) of the runs that passed, or None."""
+        vals = self.walls if what == "time" else self.rss
+        return (min(vals), max(vals)) if vals else None
+
     def metric(self, name):
         vals = [m[name] for m in self.metrics if name in m]
         return statistics.median(vals) if vals else None
@@ -213,6 +218,97 @@ def fmt(v, digits=3):
     return "%.*f" % (dec, v)
 
 
+# ---- words for a user -----------------------------------------------------------------
+
+# What each family stands for, to finish "for programs like ...".  A family not
+# listed here is named as it is.
+FAMILY_ABOUT = {
+    "micro": "single-threaded loops of small malloc/free, 8 B to 64 KiB",
+    "streamflow": "multi-threaded servers and producer/consumer pipelines, many blocks freed by other threads",
+    "mapreduce": "MapReduce-style data processing: k-means and graph search, on threads and MPI ranks",
+    "large": "programs with large blocks, KiB to GiB: scientific arrays, ML tensors",
+    "large-ablation": "large blocks, comparing Strata's own large-tier designs",
+    "replay": "real programs replayed from recorded traces: Python, SQLite, GCC",
+    "replay-synthetic": "synthetic allocation traces: random sizes, an ML training loop, a size sweep",
+    "storage": "programs that keep data in storage-backed or tiered memory",
+    "transfer": "programs that hand buffers between processes or devices",
+}
+
+ALLOCATOR_ABOUT = {
+    "glibc": "the C library's own malloc (what a program uses with nothing preloaded)",
+    "jemalloc": "jemalloc (Debian's libjemalloc2), preloaded",
+    "tcmalloc": "tcmalloc from gperftools (libgoogle-perftools4), preloaded",
+    "mimalloc": "mimalloc (libmimalloc2.0), preloaded",
+    "strata": "Strata as built (build/libstrata.so), preloaded, default options",
+}
+
+# What a Strata option in a #variant changes, for the variant's one line.
+OPTION_ABOUT = {
+    ("STRATA_LARGE_THRESHOLD", "0"): "every request, however small, goes to the large tier (a single tier)",
+    ("STRATA_LARGE_FIT", "first"): "the large tier places blocks first-fit (address order) instead of best-fit",
+    ("STRATA_PURGE_DELAY_MS", "-1"): "free memory is never given back to the OS",
+    ("STRATA_PURGE_DELAY_MS", "0"): "free memory is given back to the OS at once",
+    ("STRATA_HUGEPAGES", "never"): "no transparent huge pages",
+    ("STRATA_HUGEPAGES", "always"): "transparent huge pages on every mapping",
+    ("STRATA_CHECK", "1"): "full double-free and invalid-free checks",
+}
+
+
+def variant_about(name, env):
+    parts = [OPTION_ABOUT.get((k, v), "%s=%s" % (k, v)) for k, v in sorted(env.items())]
+    return "Strata where %s (`%s`)" % ("; ".join(parts), " ".join("%s=%s" % kv for kv in sorted(env.items())))
+
+
+def fmt_mib(v):
+    """A size given in MiB, as a reader says it (512 KiB, 21.4 MiB, 1.43 GiB)."""
+    return human_size(v * 1024 * 1024)
+
+
+def human_size(x):
+    """64 KiB, 1 MiB, 1.5 GiB: a byte count as a reader says it."""
+    x = float(x)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1024 or unit == "TiB":
+            return ("%d %s" % (x, unit)) if x == int(x) else ("%s %s" % (fmt(x), unit))
+        x /= 1024.0
+
+
+def times(r):
+    """A ratio as '2.1× faster' / '1.3× slower' (of time; lower is better)."""
+    if r is None:
+        return "–"
+    if abs(r - 1) < 0.05:
+        return "about as fast as"
+    return "%s× faster than" % fmt(1 / r, 2) if r < 1 else "%s× slower than" % fmt(r, 2)
+
+
+def verdict_lines(t, ref):
+    """One line per family: how Strata compares, in words a user acts on."""
+    out = []
+    base = [a for a in t.allocators if not a.startswith("strata-")]
+    others = [a for a in base if a != "strata"]
+    if "strata" not in base or not others:
+        return out
+    for fam in t.families():
+        names = [n for n in t.workloads if t.info[n][0] == fam
+                 and all(t.cell(n, a) and t.cell(n, a).ok for a in base)]
+        if not names:
+            continue
+        g = {a: geomean([t.value(n, a, "time") / t.value(n, ref, "time") for n in names]) for a in base}
+        m = {a: geomean([t.value(n, a, "rss") / t.value(n, ref, "rss") for n in names]) for a in base}
+        best = min(others, key=lambda a: g[a])
+        lean = min(others, key=lambda a: m[a])
+        about = FAMILY_ABOUT.get(fam, "the %s workloads" % fam)
+        memory = "**%s× %s's**" % (fmt(m["strata"] / m[ref], 2), ref)
+        if lean != ref:
+            memory += " and %s× the leanest other's (%s)" % (fmt(m["strata"] / m[lean], 2), lean)
+        out.append("- **For %s** — %s; %d workload%s: Strata is **%s %s** and **%s the best other, %s**; "
+                   "its peak memory is %s."
+                   % (fam, about, len(names), "" if len(names) == 1 else "s", times(g["strata"] / g[ref]), ref,
+                      times(g["strata"] / g[best]), best, memory))
+    return out
+
+
 # ---- rendering ----------------------------------------------------------------------
 
 def render(rows, meta, plots):
@@ -220,10 +316,36 @@ def render(rows, meta, plots):
     out = []
     w = out.append
     w("# Strata benchmark report\n")
-    w("Made by `bench/run-bench` (the harness; `make bench` runs it). Every number below was measured on "
-      "this machine in the run described here; times are wall-clock seconds of the whole program, "
-      "peak RSS is the kernel's `ru_maxrss` of the process (MiB), both medians over the runs that "
-      "passed their own output check.\n")
+    if meta and meta.get("interrupted"):
+        w("**Interrupted run** (%s): the figures below cover only what was measured before.\n"
+          % meta["interrupted"])
+    ref0 = "glibc" if "glibc" in t.allocators else (t.allocators[0] if t.allocators else "?")
+    verdict = verdict_lines(t, ref0)
+    if verdict:
+        w("## Should I use Strata?\n")
+        w("Per kind of program, the geometric mean over its workloads of the median wall time and "
+          "median peak RSS, relative to %s (the workloads every allocator completed; lower time "
+          "and memory are better). \"The best other\" is the fastest of the other allocators for those "
+          "workloads.\n" % ref0)
+        out.extend(verdict)
+        w("")
+    w("## What was compared\n")
+    for a in t.allocators:
+        if a in (meta or {}).get("extra", {}):
+            w("- `%s`: `%s`, preloaded (given with `--with`)" % (a, meta["extra"][a]))
+        elif a in ALLOCATOR_ABOUT:
+            w("- `%s`: %s" % (a, ALLOCATOR_ABOUT[a]))
+        elif a.startswith("strata-") and a in (meta or {}).get("variants", {}):
+            w("- `%s`: %s" % (a, variant_about(a, meta["variants"][a])))
+        else:
+            w("- `%s`: a Strata variant defined by a `#variant` line of its suite" % a)
+    w("")
+    w("Every workload ran under each of them, from the repository root, in its own process. Times "
+      "are wall-clock seconds of the whole program (or its own measured part where the suite says so), "
+      "peak RSS is the kernel's `ru_maxrss` (MiB), both the median over the runs that passed the "
+      "program's own output check; the range after a median is the fastest and slowest of those "
+      "runs (min–max).\n")
+    w("## This run\n")
     if meta:
         w("- Date: %s" % meta.get("date", "?"))
         w("- Command: `%s`%s" % (meta.get("command", "?"), " (quick set)" if meta.get("quick") else ""))
@@ -257,7 +379,7 @@ def render(rows, meta, plots):
         if g is None:
             return "–"
         return fmt(g) if len(names) == len(complete) or a in base else "%s (%d)" % (fmt(g), len(names))
-    w("## Summary: geometric means\n")
+    w("## All workloads: geometric means\n")
     w("Geometric mean, over the %d of %d workloads that every allocator completed, of each allocator's "
       "median relative to %s's (lower is better). A Strata variant's mean covers the workloads it ran "
       "(their number in parentheses).\n" % (len(complete), len(t.workloads), ref))
@@ -278,20 +400,22 @@ def render(rows, meta, plots):
         if fast:
             best_t = min(fast, key=lambda a: gm_t[a])
             ok_t = gm_t["strata"] <= gm_t[best_t]
-            w("- Issue 4 target, time: Strata's geometric mean %s vs the best of jemalloc/tcmalloc/mimalloc "
+            w("- Project target, time: Strata's geometric mean %s vs the best of jemalloc/tcmalloc/mimalloc "
               "(%s) %s: **%s**." % (fmt(gm_t["strata"]), best_t, fmt(gm_t[best_t]), "met" if ok_t else "missed"))
         if others:
             best_r = min(others, key=lambda a: gm_r[a])
             ok_r = gm_r["strata"] <= RSS_SLACK * gm_r[best_r]
-            w("- Issue 4 target, peak RSS: Strata's geometric mean %s vs the smallest (%s) %s, limit %.1f×: **%s**."
+            w("- Project target, peak RSS: Strata's geometric mean %s vs the smallest (%s) %s, limit %.1f×: **%s**."
               % (fmt(gm_r["strata"]), best_r, fmt(gm_r[best_r]), RSS_SLACK, "met" if ok_r else "missed"))
         w("")
 
     for fam in t.families():
         names = [n for n in t.workloads if t.info[n][0] == fam]
         w("## Family: %s\n" % fam)
-        for what, label, unit in (("time", "Time", "s"), ("rss", "Peak RSS", "MiB")):
-            w("### %s (%s)\n" % (label, unit))
+        about = FAMILY_ABOUT.get(fam, "the %s workloads" % fam)
+        w("%s.\n" % (about[0].upper() + about[1:]))
+        for what, label in (("time", "Time"), ("rss", "Peak RSS")):
+            w("### %s (median, and min–max of the runs when they differ)\n" % label)
             head = ["workload"] + t.allocators
             if has_strata:
                 head += ["strata ÷ glibc", "strata ÷ best other"]
@@ -307,7 +431,12 @@ def render(rows, meta, plots):
                         cells.append("FAIL (%s)" % c.failure())
                     else:
                         v = c.time() if what == "time" else c.peak()
-                        s = fmt(v)
+                        lo, hi = c.spread(what)
+                        show = (lambda x: fmt(x) + " s") if what == "time" else fmt_mib
+                        s = show(v)
+                        if fmt(lo) != fmt(hi):
+                            s += " (%s–%s)" % (show(lo)[:-2].rstrip() if what == "time" else show(lo),
+                                               show(hi)[:-2].rstrip() if what == "time" else show(hi))
                         if not c.ok:
                             s += " (%d/%d ok: %s)" % (len(c.walls), len(c.statuses), c.failure())
                         cells.append(s)
@@ -315,8 +444,8 @@ def render(rows, meta, plots):
                     sv = t.value(n, "strata", what)
                     g = t.value(n, "glibc", what)
                     bv, ba = t.best(n, what, others)
-                    cells.append(fmt(sv / g) if sv and g else "–")
-                    cells.append("%s (%s)" % (fmt(sv / bv), ba) if sv and bv else "–")
+                    cells.append(fmt(sv / g) + "×" if sv and g else "–")
+                    cells.append("%s× (%s)" % (fmt(sv / bv), ba) if sv and bv else "–")
                 w("| %s | " % n + " | ".join(cells) + " |")
             w("")
         for p in plots:
@@ -331,7 +460,7 @@ def render(rows, meta, plots):
             w("![%s](plots/%s)\n" % (os.path.basename(p)[:-4], os.path.basename(p)))
 
     if has_strata:
-        w("## Targets (issue 2)\n")
+        w("## Project targets (for Strata's developers)\n")
         w("Per workload: Strata faster than glibc; Strata's time within %d %% of the fastest of "
           "jemalloc/tcmalloc/mimalloc; Strata's peak RSS within %.1f× of the smallest of all.\n"
           % (round((TIME_SLACK - 1) * 100), RSS_SLACK))
@@ -370,7 +499,7 @@ def render(rows, meta, plots):
     if failed:
         w("## Failed runs\n")
         w("A run fails when it exits non-zero, is killed, or does not print `check ok`; "
-          "`bench/results/failures.log` has the last lines of each one's output.\n")
+          "`failures.log` next to this report has the last lines of each one's output.\n")
         for n, a, c in failed:
             w("- %s under %s: %d of %d runs failed (%s)" % (n, a, len(c.statuses) - len(c.walls),
                                                             len(c.statuses), c.failure()))
@@ -421,10 +550,10 @@ def render_metrics(t, w):
         w("### %s\n" % n)
         for base, pts in sorted(sweeps.items()):
             pts.sort()
-            w("| %s | " % base + " | ".join(allocs) + " |")
+            w("| %s at size | " % base + " | ".join(allocs) + " |")
             w("|---:|" + "---:|" * len(allocs))
             for x, m in pts:
-                w("| %g | " % x + " | ".join(fmt(t.cell(n, a).metric(m)) for a in allocs) + " |")
+                w("| %s | " % human_size(x) + " | ".join(fmt(t.cell(n, a).metric(m)) for a in allocs) + " |")
             w("")
         if scalars:
             w("| metric | " + " | ".join(allocs) + " |")
@@ -432,3 +561,49 @@ def render_metrics(t, w):
             for m in sorted(scalars):
                 w("| %s | " % m + " | ".join(fmt(t.cell(n, a).metric(m)) for a in allocs) + " |")
             w("")
+
+
+# ---- the terminal summary -----------------------------------------------------------
+
+def run_spread(c, what):
+    """(max - min) / median of one cell's runs: how much the runs disagree."""
+    vals = c.walls if what == "time" else c.rss
+    if len(vals) < 2:
+        return None
+    m = statistics.median(vals)
+    return (max(vals) - min(vals)) / m if m > 0 else None
+
+
+def summary_lines(rows, duration_s, quick):
+    """At most 9 lines for the end of a run: per allocator, the geometric mean
+    of its median time and peak RSS relative to glibc over the workloads every
+    allocator completed, the range of those per-workload ratios, and how much
+    its runs spread."""
+    t = Table(rows)
+    base = [a for a in t.allocators if not a.startswith("strata-")]
+    ref = "glibc" if "glibc" in base else (base[0] if base else None)
+    complete = [n for n in t.workloads if all(t.cell(n, a) and t.cell(n, a).ok for a in base)]
+    head = "run-bench: %d runs of %d workloads in %s (%s)" % (
+        len(rows), len(t.workloads), _clock(duration_s), "quick set" if quick else "full run")
+    if not complete or ref is None:
+        return [head, "run-bench: no workload completed under every allocator: no summary (see the report)"]
+    out = [head + "; relative to %s, geometric mean over %d workloads (lower is better):" % (ref, len(complete)),
+           "  %-10s %-26s %-26s %s" % ("allocator", "time (workload range)", "peak RSS (workload range)",
+                                       "run-to-run spread")]
+    for a in base[:6]:
+        cols = []
+        for what in ("time", "rss"):
+            ratios = [t.value(n, a, what) / t.value(n, ref, what) for n in complete]
+            cols.append("%5s× (%s–%s×)" % (fmt(geomean(ratios)), fmt(min(ratios), 2), fmt(max(ratios), 2)))
+        spreads = [s for s in (run_spread(t.cell(n, a), "time") for n in complete) if s is not None]
+        spread = "±%.0f %% time" % (50 * statistics.median(spreads)) if spreads else "one run"
+        out.append("  %-10s %-26s %-26s %s" % (a, cols[0], cols[1], spread))
+    bad = sum(1 for r in rows if r["status"] != "ok")
+    if bad:
+        out.append("  %d run(s) failed: see failures.log next to the report" % bad)
+    return out[:9]
+
+
+def _clock(s):
+    s = int(s + 0.5)
+    return "%d min %02d s" % (s // 60, s % 60) if s >= 60 else "%d s" % s

@@ -73,7 +73,7 @@ def main():
                             os.unlink(os.path.join(work, fresh + suffix))
                         except FileNotFoundError:
                             pass
-                cmd = ([tracer, "--quiet", "-o", os.path.join(work, "t.trace"), "--"] + argv) if recorded else argv
+                cmd = ([tracer, "--quiet", "--children", "-o", os.path.join(work, "t.trace"), "--"] + argv) if recorded else argv
                 w, c = measure(cmd, env, work, stdin_path)
                 (rec_w if recorded else plain_w).append(w)
                 (rec_c if recorded else plain_c).append(c)

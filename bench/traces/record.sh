@@ -81,12 +81,13 @@ grep -q '^rows|' "$work/sqlite.out"
 note sqlite "$out/sqlite.trace"
 }
 
-# (3) gcc -O2 compiling a generated file.  The driver forks cc1 and as; cc1
-# (the compiler proper, the biggest trace) is the one kept.
+# (3) gcc -O2 compiling a generated file.  The driver forks cc1 and as
+# (--children records them all); cc1 (the compiler proper, the biggest trace)
+# is the one kept.
 rec_gcc() {
 "$python" "$here/gen_c.py" "$funcs" > "$work/gen.c"
 rm -f "$work"/gcc.trace*
-(cd "$work" && "$bin/strata-trace" --quiet -o "$work/gcc.trace" -- gcc -O2 -c gen.c -o gen.o)
+(cd "$work" && "$bin/strata-trace" --quiet --children -o "$work/gcc.trace" -- gcc -O2 -c gen.c -o gen.o)
 test -s "$work/gen.o"
 biggest=$(ls -S "$work"/gcc.trace* | head -n 1)
 mv "$biggest" "$out/gcc.trace"

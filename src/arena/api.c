@@ -146,7 +146,17 @@ strata_arena *strata_arena_create(const strata_arena_config *config) {
     return a;
 }
 
+/* A NULL arena is the caller's bug: reported like an invalid pointer
+ * (abort, or with STRATA_ON_ERROR=warn the call fails with EINVAL). */
+static bool arena_ok(const strata_arena *a, const char *call) {
+    if (a) return true;
+    strata_report(call, "invalid arena", NULL, NULL);
+    errno = EINVAL;
+    return false;
+}
+
 void *strata_arena_alloc(strata_arena *a, size_t size, size_t align) {
+    if (!arena_ok(a, "arena alloc()")) return NULL;
     if (!is_pow2(align)) {
         strata_error("arena alloc(): invalid alignment", (void *)align);
         errno = EINVAL;
@@ -160,7 +170,7 @@ void *strata_arena_alloc(strata_arena *a, size_t size, size_t align) {
 }
 
 void strata_arena_free(strata_arena *a, void *p) {
-    if (!p) return;
+    if (!p || !arena_ok(a, "arena free()")) return;
     pthread_mutex_lock(&a->lock);
     int r = arena_free(&a->eng, p, NULL);
     if (a->reserved_by_us) {
@@ -173,6 +183,7 @@ void strata_arena_free(strata_arena *a, void *p) {
 }
 
 size_t strata_arena_usable_size(strata_arena *a, const void *p) {
+    if (!arena_ok(a, "arena usable_size()")) return 0;
     pthread_mutex_lock(&a->lock);
     size_t u = arena_usable(&a->eng, p);
     pthread_mutex_unlock(&a->lock);
@@ -180,6 +191,7 @@ size_t strata_arena_usable_size(strata_arena *a, const void *p) {
 }
 
 int strata_arena_resize(strata_arena *a, void *p, size_t size) {
+    if (!arena_ok(a, "arena resize()")) return EINVAL;
     pthread_mutex_lock(&a->lock);
     bool live = arena_usable(&a->eng, p) != 0;
     bool ok = live && arena_resize(&a->eng, p, size, NULL);
@@ -192,6 +204,7 @@ int strata_arena_resize(strata_arena *a, void *p, size_t size) {
 }
 
 size_t strata_arena_trim(strata_arena *a) {
+    if (!arena_ok(a, "arena trim()")) return 0;
     pthread_mutex_lock(&a->lock);
     size_t n = arena_release(&a->eng);
     pthread_mutex_unlock(&a->lock);
@@ -199,6 +212,14 @@ size_t strata_arena_trim(strata_arena *a) {
 }
 
 void strata_arena_stats(strata_arena *a, strata_arena_stats_t *out) {
+    if (!out) {
+        strata_report("arena stats()", "invalid output pointer", NULL, NULL);
+        return;
+    }
+    if (!arena_ok(a, "arena stats()")) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
     arena_stats s;
     pthread_mutex_lock(&a->lock);
     arena_get_stats(&a->eng, &s);

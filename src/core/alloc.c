@@ -10,9 +10,14 @@
 #include "../large/large.h"
 #include "../stats/stats.h"
 
-static inline void *page_pop(heap_t *heap, page_t *page) {
+/* Pops the page's first free block after checking its link (block_t): a
+ * corrupted link is reported before the block or its successor is used. */
+static inline void *page_pop(heap_t *heap, page_t *page, size_t size) {
     block_t *b = page->free;
-    page->free = b->next;
+    if (unlikely(!block_link_ok(page, b))) return page_pop_corrupt(heap, page, size);
+    strata_assert(page->used < page->capacity && page_is_block_start(page, b));
+    page->free = block_next(page, b);
+    b->check = 0;                  /* a live block never looks free */
     page->used++;
     heap->stat_alloc[page->class_idx]++;
     return b;
@@ -26,7 +31,15 @@ void *strata_malloc(size_t size) {
     if (likely(size <= DIRECT_MAX)) page = heap->direct[(size + 7) >> 3];
     else if (likely(size <= CLASS_MAX_SIZE)) page = heap->class_page[class_of(size)];
     else return strata_malloc_generic(heap, size, false);
-    if (likely(page->free != NULL)) return page_pop(heap, page);
+    if (likely(page->free != NULL)) return page_pop(heap, page, size);
+    return strata_malloc_generic(heap, size, false);
+}
+
+/* A free list's first block has a broken link: a write after free, an
+ * overflow from the block before, or a double free that made a cycle.
+ * Reported; in warn mode the page drops the broken list and malloc goes on. */
+noinline void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size) {
+    page_repair(page, "malloc()", page->free);
     return strata_malloc_generic(heap, size, false);
 }
 
@@ -39,6 +52,11 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
         if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
         return large_alloc(size, 16, zero);
     }
+    size_t asked = size;
+    if (unlikely(strata_check_mode)) {
+        size += CANARY_ROOM;
+        if (size > CLASS_MAX_SIZE || (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return large_alloc(asked, 16, zero);
+    }
     heap_collect_delayed(heap);
     uint32_t cls = class_of(size);
     page_t *page = heap->queues[cls].first;
@@ -48,12 +66,19 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
         if (!page) { errno = ENOMEM; return NULL; }
         heap_direct_update(heap, cls);
     }
-    void *p = page_pop(heap, page);
-    if (unlikely(page_flags(page) & PAGE_CHECK)) {
-        if (!segment_check_toggle_free(segment_of(p), p, false))
-            strata_fatal("block %p handed out twice (free list corrupted: a write after free?)", p);
+    if (unlikely(!block_link_ok(page, page->free))) {   /* checked here so calloc's zero survives */
+        page_repair(page, "malloc()", page->free);
+        return strata_malloc_generic(heap, size, zero);
     }
+    void *p = page_pop(heap, page, size);
     if (zero) memset(p, 0, page->block_size);
+    if (unlikely(page_flags(page) & PAGE_CHECK)) {
+        if (!segment_check_toggle_free(segment_of(p), p, false)) {
+            strata_report("malloc()", "corrupted free list", p, "a block still in use was on a free list");
+            return strata_malloc_generic(heap, asked, zero);
+        }
+        canary_set(page, p, asked);
+    }
     return p;
 }
 
@@ -70,20 +95,27 @@ void *strata_malloc_aligned(size_t size, size_t align, bool zero) {
     }
     size_t threshold = (size_t)opt(STRATA_OPTION_LARGE_THRESHOLD);
     size_t rounded = (size + align - 1) & ~(align - 1);
-    if (rounded < threshold && rounded <= CLASS_MAX_SIZE && align <= 8192 &&
+    /* (Not in check mode: the canary's room would move the block off its class.) */
+    if (!strata_check_mode && rounded < threshold && rounded <= CLASS_MAX_SIZE && align <= 8192 &&
         class_size[class_of(rounded)] % align == 0) {
         heap_t *heap = tls_heap;
         return strata_malloc_generic(heap, rounded, zero);
     }
-    if (size + align - 1 < threshold && size + align - 1 <= CLASS_MAX_SIZE) {
+    size_t room = strata_check_mode ? CANARY_ROOM : 0;
+    if (size + align - 1 + room < threshold && size + align - 1 + room <= CLASS_MAX_SIZE) {
         heap_t *heap = heap_get_or_init();
         if (!heap) { errno = ENOMEM; return NULL; }
         uint8_t *p = strata_malloc_generic(heap, size + align - 1, zero);
         if (!p) return NULL;
         uint8_t *a = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
-        if (a != p) page_flags_add(page_of(segment_of(p), p), PAGE_ALIGNED);
+        page_t *page = page_of(segment_of(p), p);
+        if (a != p) page_flags_add(page, PAGE_ALIGNED);
+        if (page_flags(page) & PAGE_CHECK) canary_set(page, (block_t *)p, (size_t)(a - p) + size);
         return a;
     }
     if (unlikely(tls_heap == &heap_empty) && !heap_get_or_init()) { errno = ENOMEM; return NULL; }
     return large_alloc(size, align, zero);
 }
+
+STRATA_ALIAS(void *, malloc, (size_t size), strata_malloc);
+STRATA_ALIAS(void *, __libc_malloc, (size_t size), strata_malloc);

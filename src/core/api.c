@@ -34,38 +34,27 @@ void *strata_realloc(void *p, size_t size) {
         return NULL;
     }
     if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-    segmap_kind kind = segmap_lookup(p);
-    size_t usable;
-    if (kind == SEGMAP_SEGMENT) {
-        usable = strata_usable_size_of(p);
-        if (usable == 0) {
-            strata_error("realloc(): invalid pointer", p);
-            return NULL;
-        }
+    void *sbq;
+    if (sb_preload_realloc(p, size, &sbq)) return sbq;   /* storage-backed (src/storage/preload.c) */
+    /* Validated before anything is read through p: in warn mode an invalid
+     * p is reported and the call does nothing (NULL, p untouched). */
+    size_t usable = strata_block_validate(p, "realloc()");
+    if (usable == 0) return NULL;
+    if (segmap_lookup(p) == SEGMAP_SEGMENT) {
         /* Same class or a shrink to no less than half: keep the block. */
-        if (size <= usable && size >= usable / 2 && (long)size < opt(STRATA_OPTION_LARGE_THRESHOLD)) return p;
-    } else if (kind == SEGMAP_LARGE) {
-        usable = large_usable_size(p);
-        if (usable == 0) {
-            strata_error("realloc(): invalid pointer", p);
-            return NULL;
-        }
-        if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) {
-            void *q = large_resize_in_place(p, size);
-            if (q) return q;
-            q = large_realloc_move(p, size);
-            if (q) return q;
-        }
-    } else {
-        void *q;
-        if (sb_preload_realloc(p, size, &q)) return q;   /* storage-backed (src/storage/preload.c) */
-        strata_error("realloc(): invalid pointer", p);
-        return NULL;
+        if (!strata_check_mode && size <= usable && (size >= usable / 2 || usable <= 16) &&
+            (long)size < opt(STRATA_OPTION_LARGE_THRESHOLD))
+            return p;
+    } else if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) {
+        void *q = large_resize_in_place(p, size);
+        if (q) return q;
+        q = large_realloc_move(p, size);
+        if (q) return q;
     }
     void *q = strata_malloc(size);
     if (!q) return NULL;
     memcpy(q, p, usable < size ? usable : size);
-    strata_free(p);
+    strata_free_generic(p, "realloc()");
     return q;
 }
 
@@ -172,3 +161,19 @@ size_t strata_release(void) {
     bytes += large_release();
     return bytes;
 }
+
+STRATA_ALIAS(void *, calloc, (size_t count, size_t size), strata_calloc);
+STRATA_ALIAS(void *, __libc_calloc, (size_t count, size_t size), strata_calloc);
+STRATA_ALIAS(void *, realloc, (void *p, size_t size), strata_realloc);
+STRATA_ALIAS(void *, __libc_realloc, (void *p, size_t size), strata_realloc);
+STRATA_ALIAS(void *, reallocarray, (void *p, size_t count, size_t size), strata_reallocarray);
+STRATA_ALIAS(void, free_sized, (void *p, size_t size), strata_free_sized);
+STRATA_ALIAS(void, free_aligned_sized, (void *p, size_t alignment, size_t size), strata_free_aligned_sized);
+STRATA_ALIAS(int, posix_memalign, (void **out, size_t alignment, size_t size), strata_posix_memalign);
+STRATA_ALIAS(void *, aligned_alloc, (size_t alignment, size_t size), strata_aligned_alloc);
+STRATA_ALIAS(void *, memalign, (size_t alignment, size_t size), strata_memalign);
+STRATA_ALIAS(void *, __libc_memalign, (size_t alignment, size_t size), strata_memalign);
+STRATA_ALIAS(void *, valloc, (size_t size), strata_valloc);
+STRATA_ALIAS(void *, __libc_valloc, (size_t size), strata_valloc);
+STRATA_ALIAS(void *, pvalloc, (size_t size), strata_pvalloc);
+STRATA_ALIAS(void *, __libc_pvalloc, (size_t size), strata_pvalloc);

@@ -12,30 +12,29 @@
 #include "../large/large.h"
 #include "../storage/preload.h"
 
-static void free_foreign(void *p);
+static void free_foreign(void *p, const char *call);
 
-void strata_free(void *p) {
-    segment_t *seg = segment_of(p);
-    if (unlikely(segmap_lookup(p) != SEGMAP_SEGMENT)) {
-        if (p) free_foreign(p);
-        return;
-    }
-    page_t *page = page_of(seg, p);
+/* The owner's fast path.  One compare answers "owned by this thread, no
+ * flag set" (local_heap); one multiply that p starts a carved block; one
+ * compare that it does not already look free (block_t).  Anything else,
+ * including every error, takes the generic path. */
+/* (Two plain stores for the link words: vectorizing them costs more.) */
+STRATA_NO_SLP void strata_free(void *p) {
+    page_t *page = pagemap_page(p);          /* page_foreign for anything not ours */
     heap_t *heap = tls_heap;
     block_t *b = p;
-    if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap && page_flags(page) == 0)) {
-        /* A block freed twice in a row is caught for free. */
-        if (unlikely(b == page->local_free || b == page->free)) {
-            strata_error("free(): double free", p);
-            return;
-        }
-        b->next = page->local_free;
+    /* Owner, then a block start of the page (only then are the block's
+     * words read), then not already free. */
+    if (likely(atomic_load_explicit(&page->local_heap, memory_order_relaxed) == heap) &&
+        likely(page_is_block_start(page, p)) && likely(!block_link_ok(page, b))) {
+        strata_assert(page->used > 0);
+        block_set_next(page, b, page->local_free);
         page->local_free = b;
         heap->stat_free[page->class_idx]++;
         if (unlikely(--page->used == 0)) page_retire(heap, page);
         return;
     }
-    strata_free_generic(seg, page, p);
+    strata_free_generic(p, "free()");
 }
 
 static void free_remote(page_t *page, block_t *b) {
@@ -46,18 +45,19 @@ static void free_remote(page_t *page, block_t *b) {
         if (state == DELAY_USE) {
             next = (tf & ~(uintptr_t)3) | DELAY_FREEING;
         } else {
-            b->next = (block_t *)(tf & ~(uintptr_t)3);
+            block_set_next(page, b, (block_t *)(tf & ~(uintptr_t)3));
             next = (uintptr_t)b | state;
         }
     } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, next, memory_order_release,
                                                     memory_order_relaxed));
     if (state != DELAY_USE) return;
     /* The page is in its owner's full queue: hand the block to the heap so
-     * the owner learns the page has room.  FREEING keeps the heap alive. */
+     * the owner learns the page has room.  FREEING keeps the heap alive.
+     * The link is guarded with b's own page key (see heap_collect_delayed). */
     heap_t *heap = atomic_load_explicit(&page->heap, memory_order_acquire);
     block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
     do {
-        b->next = head;
+        block_set_next_delayed(page, b, head);
     } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
                                                     memory_order_relaxed));
     tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
@@ -66,27 +66,66 @@ static void free_remote(page_t *page, block_t *b) {
     }
 }
 
-noinline void strata_free_generic(segment_t *seg, page_t *page, void *p) {
-    if (page_flags(page) & PAGE_UNUSED) {
-        strata_error("free(): invalid pointer or double free", p);
-        return;
+/* Finds the live block p starts in a size-class segment, or reports (as
+ * call) why p is none and returns NULL.  Reads nothing through p unless p
+ * is a block start of a page in use.  Interior pointers are accepted only
+ * on pages that handed out aligned pointers (PAGE_ALIGNED). */
+static block_t *block_find(segment_t *seg, page_t *page, const void *p, const char *call) {
+    uint8_t flags = page_flags(page);
+    if (flags & PAGE_UNUSED) {
+        strata_report(call, "invalid pointer", p, "not in a block in use");
+        return NULL;
     }
-    block_t *b = p;
-    if (page_flags(page) & (PAGE_ALIGNED | PAGE_CHECK)) {
-        if ((uint8_t *)p < page->start) {
-            strata_error("free(): invalid pointer", p);
-            return;
+    block_t *b = (block_t *)p;
+    if (unlikely(!page_is_block_start(page, p))) {     /* (no division on the common path) */
+        if ((const uint8_t *)p < page->start ||
+            (uintptr_t)p - (uintptr_t)page->start >= __atomic_load_n(&page->span, __ATOMIC_RELAXED)) {
+            strata_report(call, "invalid pointer", p, "not a block of its page");
+            return NULL;
+        }
+        if (!(flags & PAGE_ALIGNED)) {
+            strata_report(call, "invalid pointer", p, "inside a block");
+            return NULL;
         }
         b = page_block_start(page, p);
-        if ((page_flags(page) & PAGE_CHECK) && b != (block_t *)p) {
-            /* In check mode an interior pointer is valid only on an aligned page. */
-            if (!(page_flags(page) & PAGE_ALIGNED)) {
-                strata_error("free(): invalid pointer", p);
-                return;
-            }
+    }
+    if (flags & PAGE_CHECK) {
+        if (seg->check_bits && !(atomic_load_explicit(&seg->check_bits[(((uintptr_t)b - (uintptr_t)seg) >> 3) >> 3],
+                                                      memory_order_relaxed) &
+                                 (1u << ((((uintptr_t)b - (uintptr_t)seg) >> 3) & 7)))) {
+            strata_report(call, "double free", p, NULL);
+            return NULL;
         }
-        if ((page_flags(page) & PAGE_CHECK) && !segment_check_toggle_free(seg, b, true)) {
-            strata_error("free(): double free", p);
+        if (!canary_check(page, b, p, call)) return NULL;
+    } else if (block_link_ok(page, b)) {
+        /* Looks free.  The owner confirms with a scan; another thread
+         * cannot walk the owner's lists safely and trusts the key (a live
+         * block matches it with probability 2^-64). */
+        heap_t *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
+        if (owner != tls_heap || page_holds_free(owner, page, b)) {
+            strata_report(call, "double free", p, NULL);
+            return NULL;
+        }
+    }
+    return b;
+}
+
+noinline void strata_free_generic(void *p, const char *call) {
+    page_t *page = pagemap_page(p);          /* names a page only inside size-class segments */
+    if (page == &page_foreign) {
+        if (p) free_foreign(p, call);
+        return;
+    }
+    segment_t *seg = segment_of(p);
+    block_t *b = p;
+    uint8_t flags = page_flags(page);
+    /* The common case here, another thread's block or a full page's: a
+     * live block start, checked inline; anything unusual goes to block_find. */
+    if (unlikely((flags & ~PAGE_FULL) != 0 || !page_is_block_start(page, p) || block_link_ok(page, b))) {
+        b = block_find(seg, page, p, call);
+        if (!b) return;
+        if ((flags & PAGE_CHECK) && !segment_check_toggle_free(seg, b, true)) {
+            strata_report(call, "double free", p, NULL);
             return;
         }
     }
@@ -100,14 +139,34 @@ noinline void strata_free_generic(segment_t *seg, page_t *page, void *p) {
         if (heap && segment_reclaim_for_free(heap, seg)) owner = heap;
         if (!heap) heap = &heap_empty;
     }
-    if (owner == heap) page_free_local(heap, page, b);
+    if (owner == heap) page_free_local(heap, page, b, call);
     else free_remote(page, b);
+}
+
+size_t strata_block_validate(const void *p, const char *call) {
+    segmap_kind kind = segmap_lookup(p);
+    if (kind == SEGMAP_LARGE) {
+        size_t n = large_usable_size(p);
+        if (n == 0) strata_report(call, "invalid pointer", p, NULL);
+        return n;
+    }
+    if (kind != SEGMAP_SEGMENT) {
+        size_t n = sb_preload_usable_size(p);   /* storage-backed (src/storage/preload.c) */
+        if (n == 0) strata_report(call, "invalid pointer", p, NULL);
+        return n;
+    }
+    segment_t *seg = segment_of(p);
+    page_t *page = page_of(seg, p);
+    block_t *b = block_find(seg, page, p, call);
+    if (!b) return 0;
+    if (page_flags(page) & PAGE_CHECK) return canary_end(page, b) - (size_t)((const uint8_t *)p - (const uint8_t *)b);
+    return (size_t)((const uint8_t *)b + page->block_size - (const uint8_t *)p);
 }
 
 /* Pointers Strata never handed out.  Memory glibc's malloc gave before
  * Strata was loaded lives in the brk heap: hand it back to glibc.
  * Anything else is a bug in the program. */
-static void free_foreign(void *p) {
+static void free_foreign(void *p, const char *call) {
     if (sb_preload_free(p)) return;   /* storage-backed (src/storage/preload.c) */
     if (segmap_lookup(p) == SEGMAP_LARGE) {
         large_free(p);
@@ -123,7 +182,7 @@ static void free_foreign(void *p) {
         return;
     }
 #endif
-    strata_error("free(): invalid pointer", p);
+    strata_report(call, "invalid pointer", p, NULL);
 }
 
 size_t strata_usable_size_of(const void *p) {
@@ -134,7 +193,15 @@ size_t strata_usable_size_of(const void *p) {
     segment_t *seg = segment_of(p);
     page_t *page = page_of(seg, p);
     if (page_flags(page) & PAGE_UNUSED || (const uint8_t *)p < page->start) return 0;
+    if (page_flags(page) & PAGE_CHECK) {       /* what was asked for: the canary follows */
+        block_t *b = page_block_start(page, p);
+        return canary_end(page, b) - (size_t)((const uint8_t *)p - (const uint8_t *)b);
+    }
     if (!(page_flags(page) & PAGE_ALIGNED)) return page->block_size;   /* p is a block start */
     const uint8_t *b = (const uint8_t *)page_block_start(page, p);
     return (size_t)(b + page->block_size - (const uint8_t *)p);
 }
+
+STRATA_ALIAS(void, free, (void *p), strata_free);
+STRATA_ALIAS(void, cfree, (void *p), strata_free);
+STRATA_ALIAS(void, __libc_free, (void *p), strata_free);

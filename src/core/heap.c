@@ -15,6 +15,7 @@
 #include "../stats/stats.h"
 
 page_t page_empty = {.flags = PAGE_UNUSED};
+
 /* Every thread starts on this heap: its direct pages are empty, so the first
  * malloc takes the generic path, which creates the thread's own heap.  It is
  * initialised statically because malloc may run before any constructor. */
@@ -56,6 +57,7 @@ static heap_t *heap_struct_alloc(void) {
  * fast path finds it in one load; sizes the fast path must not serve
  * (large-tier sizes, check mode) keep the empty page. */
 void heap_direct_update(heap_t *heap, uint32_t cls) {
+    strata_assert(cls >= 1 && cls <= CLASS_COUNT);
     page_t *page = heap->queues[cls].first;
     if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD)) page = &page_empty;
     heap->class_page[cls] = page;
@@ -68,7 +70,7 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
 heap_t *heap_get_or_init(void) {
     heap_t *heap = tls_heap;
     if (likely(heap != &heap_empty)) return heap;
-    if (!strata_ready) strata_process_init();
+    if (!atomic_load_explicit(&strata_ready, memory_order_acquire)) strata_process_init();
     pthread_mutex_lock(&registry_lock);
     heap = heap_struct_alloc();
     if (heap) {
@@ -110,14 +112,25 @@ void heap_maintain(heap_t *heap) {
     heap_flush_stats(heap);
 }
 
-/* Frees blocks other threads handed over through the delayed list. */
+/* Frees blocks other threads handed over through the delayed list.  Each
+ * block is checked (a block start of a page this heap owns, link intact)
+ * before it is read; a bad one is reported and the rest of the list is
+ * dropped.  The walk ends: every step frees a block that was not free, and
+ * a block met twice is a double free (page_free_local reports it). */
 void heap_collect_delayed(heap_t *heap) {
     block_t *b = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
     if (!b) return;
     b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
     while (b) {
-        block_t *next = b->next;
-        page_free_local(heap, page_of(segment_of(b), b), b);
+        page_t *page = NULL;
+        if (segmap_lookup(b) == SEGMAP_SEGMENT) page = page_of(segment_of(b), b);
+        if (!page || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
+            (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok_delayed(page, b)) {
+            strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
+            return;
+        }
+        block_t *next = block_next(page, b);
+        if (!page_free_local(heap, page, b, "free()")) return;
         b = next;
     }
 }
@@ -190,19 +203,24 @@ void heap_visit_all(heap_visit_fn *fn, void *arg) {
 void heap_fork_prepare(void) { pthread_mutex_lock(&registry_lock); }
 void heap_fork_parent(void) { pthread_mutex_unlock(&registry_lock); }
 
-/* In the child only the forking thread exists: every other heap is
- * abandoned so its memory can be adopted and freed here. */
+/* In the child only the forking thread exists.  The other threads may have
+ * been anywhere inside their heaps when fork() copied them — their lists
+ * are lock-free and owner-only, so nothing here may read them.  Their heaps
+ * are dropped from the registry and never reused (a segment still names
+ * its heap as owner, so frees into it stay remote pushes, which are safe);
+ * their memory stays mapped in the child, as it would after exec-less use
+ * of glibc's arenas of dead threads. */
 void heap_fork_child(void) {
     pthread_mutex_init(&registry_lock, NULL);
-    heap_t *h = registry;
-    while (h) {
-        heap_t *next = h->next_heap;
-        if (h != tls_heap) heap_abandon(h, true);
-        h = next;
+    heap_t *self = tls_heap;
+    registry = NULL;
+    if (self != &heap_empty) {
+        self->next_heap = self->prev_heap = NULL;
+        registry = self;
     }
+    stat_sub(&stats.threads, atomic_load_explicit(&stats.threads, memory_order_relaxed) - (self != &heap_empty));
     /* A thread that was handing a block to us (FREEING) is gone: its block
      * is lost to the child, but the page must not wait for it forever. */
-    heap_t *self = tls_heap;
     if (self == &heap_empty) return;
     for (uint32_t q = 1; q <= QUEUE_FULL; q++)
         for (page_t *p = self->queues[q].first; p; p = p->next)

@@ -14,12 +14,35 @@
 #include "../../include/strata.h"
 #include "../options/options.h"
 #include "../os/os.h"
-#include "segmap.h"
+#include "../segmap/segmap.h"
 #include "size_class.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define noinline __attribute__((noinline))
+#if defined(__clang__)
+#define STRATA_NO_SLP
+#else
+#define STRATA_NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
+#endif
+
+/* The standard names are aliases of the strata_* functions (the same
+ * symbol, no extra call); declared in the file that defines the target.
+ * The sanitizer variants (STRATA_NO_OVERRIDE) export only strata_* names. */
+#if !defined(STRATA_NO_OVERRIDE)
+#define STRATA_ALIAS(type, name, params, target) \
+    type name params __attribute__((alias(#target), visibility("default"), copy(target)))
+#else
+#define STRATA_ALIAS(type, name, params, target) struct strata_alias_unused_##name
+#endif
+
+/* Internal invariants: checked in the debug build (make debug, STRATA_DEBUG),
+ * free in a release build. */
+#if defined(STRATA_DEBUG)
+#define strata_assert(c) ((c) ? (void)0 : strata_fatal("assertion failed: %s (%s:%d)", #c, __FILE__, __LINE__))
+#else
+#define strata_assert(c) ((void)0)
+#endif
 
 #if defined(STRATA_NO_OVERRIDE)
 #define STRATA_TLS __thread
@@ -47,8 +70,22 @@
  * marks a remote free in flight to the heap list (the heap must stay alive
  * meanwhile); NEVER is set while a heap is abandoned, so no remote free
  * touches a dying heap. */
+/* A free block holds two words (so the smallest class is 16 bytes):
+ *
+ *   link   the next free block (XOR-ed with the page's link_key in the
+ *          hardened build, so a leaked free block shows no heap address);
+ *   check  the next free block XOR-ed with the page's key.
+ *
+ * Every pop from a free list verifies check against link before the block
+ * or its successor reaches anyone, so a write after free or an overflow into
+ * a free block's first 16 bytes (even one byte) is caught as corruption,
+ * never handed out.  The key has its top bit set, so check can never equal
+ * link ^ key once malloc has zeroed it: a live block does not "look free",
+ * and free() of a block that does is a double free (confirmed by a bounded
+ * scan where the owner can do one; see free.c). */
 typedef struct block_s {
-    struct block_s *next;
+    uintptr_t link;
+    uintptr_t check;
 } block_t;
 
 typedef enum {
@@ -69,20 +106,32 @@ enum {
 struct heap_s;
 
 typedef struct page_s {
+    /* What malloc's and free's fast paths touch comes first, together. */
     block_t *free;
     block_t *local_free;
+    uintptr_t key;            /* guards links (see block_t); fixed for the segment's life */
+    uint64_t div_c;           /* ceil(2^64 / block_size): block-start test by one multiply */
+    uint8_t *start;
+    /* The owning heap while no flag is set, else NULL: free's fast path
+     * needs one compare to know it may push without atomics. */
+    _Atomic(struct heap_s *) local_heap;
+    uint32_t span;            /* bytes of the blocks carved so far (capacity * block_size) */
     uint32_t used;            /* blocks handed out, including ones in thread_free */
-    uint32_t capacity;        /* blocks carved from the page so far */
-    uint32_t reserved;        /* blocks that fit in the page */
-    uint32_t block_size;      /* 0 while unused */
-    _Atomic(uint8_t) flags;   /* written by the owner only; read by remote frees */
     uint8_t class_idx;
+    _Atomic(uint8_t) flags;   /* written by the owner only; read by remote frees */
     uint8_t index;            /* in the segment */
     uint8_t is_zero;          /* never-written memory: calloc may skip memset */
+    uint32_t capacity;        /* blocks carved from the page so far */
+    /* The rest is for slow paths. */
+    uint32_t reserved;        /* blocks that fit in the page */
+    uint32_t block_size;      /* 0 while unused */
+    uint32_t lost;            /* blocks dropped from a corrupted list (warn mode) */
+#if defined(STRATA_SECURE)
+    uintptr_t link_key;       /* hardened build: encodes link too */
+#endif
     _Atomic(uintptr_t) thread_free;
     _Atomic(struct heap_s *) heap;
     struct page_s *next, *prev;  /* in a heap queue */
-    uint8_t *start;
     uint64_t purge_at;        /* unused page: when to purge it; kept empty page: when to
                                  give it back (page_retire); 0 = nothing due */
 } page_t;
@@ -98,7 +147,11 @@ typedef enum { SEG_SMALL = 0, SEG_MEDIUM = 1, SEG_KINDS = 2 } segment_kind;
 #define SMALL_PAGE_SHIFT 16
 #define MEDIUM_PAGE_SHIFT 19
 #define SEGMENT_MAX_PAGES 64
+#if defined(STRATA_SECURE)
+#define SEGMENT_HEADER_SIZE ((size_t)16384)   /* bigger pages (link_key) and a guard page */
+#else
 #define SEGMENT_HEADER_SIZE ((size_t)8192)
+#endif
 
 typedef struct segment_s {
     _Atomic(struct heap_s *) owner;
@@ -110,18 +163,24 @@ typedef struct segment_s {
     uint32_t huge;            /* MADV_HUGEPAGE applied */
     struct segment_s *next, *prev;   /* heap's list, abandoned list or cache */
     uint64_t cached_at;       /* in the segment cache: when it arrived */
-    _Atomic(uint8_t) *check_bits;    /* STRATA_CHECK: one bit per 8 bytes, set = free */
+    _Atomic(uint8_t) *check_bits;    /* STRATA_CHECK: one bit per 8 bytes, set = live */
     page_t pages[SEGMENT_MAX_PAGES];
 } segment_t;
 
 _Static_assert(sizeof(segment_t) <= SEGMENT_HEADER_SIZE, "segment header too large");
 
-/* Relaxed loads and stores (plain moves on x86): only the owner writes. */
+/* Relaxed loads and stores (plain moves on x86): only the owner writes.
+ * Every change of flags (or of page->heap) refreshes local_heap. */
 static inline uint8_t page_flags(const page_t *page) {
     return atomic_load_explicit(&((page_t *)page)->flags, memory_order_relaxed);
 }
+static inline void page_local_refresh(page_t *page) {
+    struct heap_s *h = page_flags(page) ? NULL : atomic_load_explicit(&page->heap, memory_order_relaxed);
+    atomic_store_explicit(&page->local_heap, h, memory_order_relaxed);
+}
 static inline void page_flags_store(page_t *page, uint8_t v) {
     atomic_store_explicit(&page->flags, v, memory_order_relaxed);
+    page_local_refresh(page);
 }
 static inline void page_flags_add(page_t *page, uint8_t bits) { page_flags_store(page, page_flags(page) | bits); }
 static inline void page_flags_clear(page_t *page, uint8_t bits) {
@@ -133,6 +192,62 @@ static inline segment_t *segment_of(const void *p) {
 }
 static inline page_t *page_of(segment_t *s, const void *p) {
     return &s->pages[((uintptr_t)p - (uintptr_t)s) >> s->page_shift];
+}
+
+#include "pagemap.h"
+
+/* The bytes of a page that hold blocks: page 0 loses the segment header;
+ * in the hardened build the segment's last OS page is a guard page
+ * (PROT_NONE), so an overflow off the end of a segment faults. */
+#if defined(STRATA_SECURE)
+#define SEGMENT_GUARD_SIZE ((size_t)4096)
+#else
+#define SEGMENT_GUARD_SIZE ((size_t)0)
+#endif
+static inline size_t page_area_of(const segment_t *seg, const page_t *page, uint8_t **start) {
+    uint8_t *a = (uint8_t *)seg + ((size_t)page->index << seg->page_shift);
+    size_t n = (size_t)1 << seg->page_shift;
+    if (page->index == 0) { a += SEGMENT_HEADER_SIZE; n -= SEGMENT_HEADER_SIZE; }
+    if (page->index == seg->page_count - 1) n -= SEGMENT_GUARD_SIZE;
+    *start = a;
+    return n;
+}
+
+/* ---- Free-list links (see block_t) ---------------------------------------- */
+#if defined(STRATA_SECURE)
+#define PAGE_LINK_KEY(page) ((page)->link_key)
+#else
+#define PAGE_LINK_KEY(page) ((void)(page), (uintptr_t)0)
+#endif
+static inline void block_set_next(const page_t *page, block_t *b, const block_t *next) {
+    b->link = (uintptr_t)next ^ PAGE_LINK_KEY(page);
+    b->check = (uintptr_t)next ^ page->key;
+}
+static inline block_t *block_next(const page_t *page, const block_t *b) {
+    return (block_t *)(b->link ^ PAGE_LINK_KEY(page));
+}
+/* The link is intact: true for every block on a free list, and (but for a
+ * 2^-64 chance) for no live block. */
+static inline bool block_link_ok(const page_t *page, const block_t *b) {
+    return (b->link ^ PAGE_LINK_KEY(page) ^ page->key) == b->check;
+}
+/* Blocks handed to the owner through its heap's delayed list are guarded
+ * with another key, so they do not look free to the owner's double-free
+ * test while they wait there (they are not in the page's lists yet). */
+#define DELAYED_MARK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
+static inline void block_set_next_delayed(const page_t *page, block_t *b, const block_t *next) {
+    b->link = (uintptr_t)next ^ PAGE_LINK_KEY(page);
+    b->check = (uintptr_t)next ^ page->key ^ DELAYED_MARK;
+}
+static inline bool block_link_ok_delayed(const page_t *page, const block_t *b) {
+    return (b->link ^ PAGE_LINK_KEY(page) ^ page->key ^ DELAYED_MARK) == b->check;
+}
+/* p is the start of a block carved from the page: in range, on a boundary
+ * (Lemire's divisibility test: n % d == 0 iff n * ceil(2^64/d) mod 2^64 < ceil(2^64/d)). */
+static inline bool page_is_block_start(const page_t *page, const void *p) {
+    uintptr_t off = (uintptr_t)p - (uintptr_t)page->start;
+    /* span grows while other threads may free into the page: relaxed (a plain load) */
+    return off < __atomic_load_n(&page->span, __ATOMIC_RELAXED) && (uint64_t)(uint32_t)off * page->div_c < page->div_c;
 }
 
 /* ---- Heaps ---------------------------------------------------------------
@@ -172,8 +287,11 @@ extern page_t page_empty;
 extern STRATA_TLS heap_t *tls_heap;
 
 /* ---- Process state -------------------------------------------------------- */
-extern bool strata_ready;          /* process init done */
-extern bool strata_check_mode;     /* STRATA_CHECK=1 at start */
+/* Written once by process init before it publishes strata_ready (release);
+ * read with acquire where init may still be running elsewhere. */
+extern _Atomic(bool) strata_ready;  /* process init done */
+extern bool strata_check_mode;      /* STRATA_CHECK=1 at start */
+extern uint64_t strata_secret;      /* per-process random, for page keys */
 void strata_process_init(void);
 
 /* heap.c */
@@ -201,7 +319,12 @@ void page_unfull(heap_t *heap, page_t *page);
 page_t *page_find_free(heap_t *heap, uint32_t cls);
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
 block_t *page_block_start(const page_t *page, const void *p);
-void page_free_local(heap_t *heap, page_t *page, block_t *b);
+bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call);
+void page_setup_keys(page_t *page);
+void page_set_span(page_t *page);
+void page_repair(page_t *page, const char *call, const void *bad);
+bool page_holds_free(heap_t *heap, page_t *page, const block_t *b);
+size_t page_check(const page_t *page, bool owner_view);
 
 /* segment.c */
 page_t *segment_page_alloc(heap_t *heap, segment_kind kind);
@@ -214,11 +337,25 @@ void segment_fork_prepare(void);
 void segment_fork_parent(void);
 void segment_fork_child(void);
 bool segment_check_toggle_free(segment_t *seg, const void *block, bool freeing);
+size_t segment_check_abandoned(void);
+
+/* check.c */
+size_t segment_check(const segment_t *seg, const heap_t *owner);
+
+/* canary.c (STRATA_CHECK=1): CANARY_ROOM bytes more per block */
+#define CANARY_ROOM 5
+void canary_set(page_t *page, block_t *b, size_t end);
+size_t canary_end(page_t *page, block_t *b);
+bool canary_check(page_t *page, block_t *b, const void *p, const char *call);
 
 /* alloc.c / free.c */
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);
 void *strata_malloc_aligned(size_t size, size_t align, bool zero);
-void strata_free_generic(segment_t *seg, page_t *page, void *p);
+void strata_free_generic(void *p, const char *call);
+void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size);
 size_t strata_usable_size_of(const void *p);
+/* Usable size of the live block p starts, or 0 after reporting (as call) that
+ * p is no such block. */
+size_t strata_block_validate(const void *p, const char *call);
 
 #endif

@@ -6,6 +6,29 @@
 
 #include <sched.h>
 
+#include "../stats/stats.h"
+
+/* Keys depend only on the secret and the page's address, so they stay the
+ * same however often the segment is set up again: a remote free that reads
+ * a key never races with a change of it. */
+void page_setup_keys(page_t *page) {
+    page->key = os_mix64(strata_secret ^ (uintptr_t)page) | ((uintptr_t)1 << 63);
+#if defined(STRATA_SECURE)
+    page->link_key = os_mix64(page->key ^ strata_secret);
+#endif
+}
+
+#if defined(STRATA_SECURE)
+static uint32_t gcd32(uint32_t a, uint32_t b) {
+    while (b) { uint32_t t = a % b; a = b; b = t; }
+    return a;
+}
+#endif
+
+void page_set_span(page_t *page) {
+    __atomic_store_n(&page->span, page->capacity * page->block_size, __ATOMIC_RELAXED);
+}
+
 void page_queue_push_front(page_queue_t *q, page_t *page) {
     page->prev = NULL;
     page->next = q->first;
@@ -34,23 +57,23 @@ void page_queue_remove(page_queue_t *q, page_t *page) {
 /* Makes an unused page of a segment hold blocks of class cls for heap. */
 void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     segment_t *seg = segment_of(page);
-    size_t page_bytes = (size_t)1 << seg->page_shift;
-    uint8_t *area = (uint8_t *)seg + ((size_t)page->index << seg->page_shift);
-    if (page->index == 0) {
-        area += SEGMENT_HEADER_SIZE;
-        page_bytes -= SEGMENT_HEADER_SIZE;
-    }
+    uint8_t *area;
+    size_t page_bytes = page_area_of(seg, page, &area);
     page->start = area;
     page->block_size = class_size[cls];
     page->class_idx = (uint8_t)cls;
     page->reserved = (uint32_t)(page_bytes / page->block_size);
+    page->div_c = UINT64_MAX / page->block_size + 1;
+    strata_assert(page->reserved > 0);
     page->capacity = 0;
+    __atomic_store_n(&page->span, 0, __ATOMIC_RELAXED);
     page->used = 0;
+    page->lost = 0;
     page->free = page->local_free = NULL;
-    page_flags_store(page, strata_check_mode ? PAGE_CHECK : 0);
     page->purge_at = 0;
     atomic_store_explicit(&page->thread_free, (uintptr_t)DELAY_NORMAL, memory_order_relaxed);
     atomic_store_explicit(&page->heap, heap, memory_order_release);
+    page_flags_store(page, strata_check_mode ? PAGE_CHECK : 0);
     page_extend(page);
 }
 
@@ -64,16 +87,35 @@ void page_extend(page_t *page) {
     if (n > left) n = left;
     uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
     size_t bs = page->block_size;
-    for (uint32_t i = 0; i + 1 < n; i++)
-        ((block_t *)(first + i * bs))->next = (block_t *)(first + (i + 1) * bs);
-    ((block_t *)(first + (n - 1) * bs))->next = page->free;
-    page->free = (block_t *)first;
+    block_t *head = page->free;
+#if defined(STRATA_SECURE)
+    /* Fresh blocks in a random order (a walk with a random odd stride), so
+     * where the next block lands cannot be predicted from the last. */
+    uint32_t stride = (uint32_t)(os_mix64(strata_secret ^ (uintptr_t)first ^ page->capacity) % n) | 1;
+    while (gcd32(stride, n) != 1) stride += 2;           /* coprime with n: every block once */
+    for (uint32_t i = 0, k = 0; i < n; i++, k = (k + stride) % n) {
+        block_t *b = (block_t *)(first + (size_t)k * bs);
+        block_set_next(page, b, head);
+        head = b;
+    }
+#else
+    for (uint32_t i = n; i-- > 0;) {          /* ascending addresses, first at the head */
+        block_t *b = (block_t *)(first + (size_t)i * bs);
+        block_set_next(page, b, head);
+        head = b;
+    }
+#endif
+    page->free = head;
     page->capacity += n;
+    page_set_span(page);
 }
 
 /* Takes the blocks other threads freed (thread_free) onto local_free, and
- * local_free onto free when free is empty.  Owner only.  Walking the remote
- * list is needed anyway, to count the blocks it gives back. */
+ * local_free onto free when free is empty.  Owner only.  The remote list
+ * is walked anyway (to count what it gives back); the walk is bounded by
+ * the blocks the page has handed out and checks every link, so a double
+ * free from another thread (a cycle) or a corrupted link is reported here
+ * and can never make the walk run away. */
 void page_collect(page_t *page) {
     uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     if (tf & ~(uintptr_t)3) {
@@ -81,11 +123,28 @@ void page_collect(page_t *page) {
                                                       memory_order_acq_rel, memory_order_relaxed)) {
         }
         block_t *head = (block_t *)(tf & ~(uintptr_t)3);
-        block_t *tail = head;
-        uint32_t n = 1;
-        while (tail->next) { tail = tail->next; n++; }
-        tail->next = page->local_free;
-        page->local_free = head;
+        block_t *tail = NULL;
+        uint32_t n = 0, used = page->used;
+        uintptr_t start = (uintptr_t)page->start, span = page->span;   /* only the owner changes them */
+        for (block_t *b = head; b; b = block_next(page, b)) {
+            const char *what = NULL;
+            if (n >= used) what = "double free";                         /* more frees than blocks out */
+            else if ((uintptr_t)b - start >= span || !block_link_ok(page, b)) what = "corrupted free list";
+            if (what) {
+                strata_report("free()", what, b, NULL);
+                /* warn mode: what follows is dropped; those blocks stay
+                 * counted as in use (leaked, never handed out twice). */
+                if (tail) block_set_next(page, tail, NULL);
+                else head = NULL;
+                break;
+            }
+            tail = b;
+            n++;
+        }
+        if (tail) {
+            block_set_next(page, tail, page->local_free);
+            page->local_free = head;
+        }
         page->used -= n;
         heap_t *heap = atomic_load_explicit(&page->heap, memory_order_relaxed);
         if (heap) heap->stat_free[page->class_idx] += n;
@@ -94,6 +153,87 @@ void page_collect(page_t *page) {
         page->free = page->local_free;
         page->local_free = NULL;
     }
+}
+
+/* Counts a free list, stopping at the first link that is out of the page,
+ * off a block boundary or broken, or after bound blocks.  *bad gets the
+ * offending block (NULL if none); *tail the last good one. */
+static uint32_t list_count(const page_t *page, block_t *head, uint32_t bound, block_t **bad, block_t **tail) {
+    uint32_t n = 0;
+    *bad = NULL;
+    if (tail) *tail = NULL;
+    for (block_t *b = head; b; b = block_next(page, b)) {
+        if (n >= bound || !page_is_block_start(page, b) || !block_link_ok(page, b)) {
+            *bad = b;
+            break;
+        }
+        if (tail) *tail = b;
+        n++;
+    }
+    return n;
+}
+
+/* A free list of the page is corrupted at bad: report it (as call), then,
+ * in warn mode, make the page whole again: the free list is dropped, the
+ * local list cut at its first bad link, and the blocks lost that way are
+ * counted so the page's books still balance (strata_heap_check). */
+void page_repair(page_t *page, const char *call, const void *bad) {
+    strata_report(call, "corrupted free list", bad, "a write after free, an overflow, or a double free");
+    block_t *b, *tail;
+    page->free = NULL;
+    uint32_t n = list_count(page, page->local_free, page->capacity, &b, &tail);
+    if (b) {
+        if (tail) block_set_next(page, tail, NULL);
+        else page->local_free = NULL;
+    }
+    page->lost = page->capacity - page->used - n;
+}
+
+/* Is b on one of the page's free lists?  Confirms a suspected double free
+ * by the owner: bounded walks of free, local_free and thread_free (whose
+ * blocks no other thread changes once pushed). */
+bool page_holds_free(heap_t *heap, page_t *page, const block_t *b) {
+    (void)heap;
+    block_t *lists[3] = {page->free, page->local_free,
+                         (block_t *)(atomic_load_explicit(&page->thread_free, memory_order_acquire) & ~(uintptr_t)3)};
+    for (int l = 0; l < 3; l++) {
+        uint32_t n = 0;
+        for (block_t *x = lists[l]; x && n <= page->capacity; x = block_next(page, x), n++) {
+            if (x == b) return true;
+            if (!page_is_block_start(page, x) || !block_link_ok(page, x)) break;
+        }
+    }
+    return false;
+}
+
+/* Verifies one page's books; prints each problem and returns how many.
+ * owner_view: the caller owns the page (or it is abandoned and locked), so
+ * its local lists may be walked. */
+size_t page_check(const page_t *page, bool owner_view) {
+    size_t problems = 0;
+    uint8_t flags = page_flags(page);
+    if (flags & PAGE_UNUSED) return 0;
+#define PAGE_PROBLEM(...) do { strata_message("strata: heap check: page %p: ", (const void *)page); \
+                               strata_message(__VA_ARGS__); strata_message("\n"); problems++; } while (0)
+    if (page->class_idx < 1 || page->class_idx > CLASS_COUNT || page->block_size != class_size[page->class_idx])
+        PAGE_PROBLEM("block size %u does not match class %u", page->block_size, page->class_idx);
+    if (page->capacity > page->reserved || page->span != page->capacity * page->block_size)
+        PAGE_PROBLEM("capacity %u, reserved %u, span %u disagree", page->capacity, page->reserved, page->span);
+    if (page->used > page->capacity) PAGE_PROBLEM("%u blocks in use of %u", page->used, page->capacity);
+    if (problems || !owner_view) return problems;
+    block_t *bad;
+    uint32_t nf = list_count(page, page->free, page->capacity, &bad, NULL);
+    if (bad) PAGE_PROBLEM("free list broken at %p", (void *)bad);
+    uint32_t nl = list_count(page, page->local_free, page->capacity, &bad, NULL);
+    if (bad) PAGE_PROBLEM("local free list broken at %p", (void *)bad);
+    block_t *tf = (block_t *)(atomic_load_explicit(&((page_t *)page)->thread_free, memory_order_acquire) & ~(uintptr_t)3);
+    list_count(page, tf, page->used, &bad, NULL);
+    if (bad) PAGE_PROBLEM("thread free list broken at %p", (void *)bad);
+    if (!problems && (uint64_t)nf + nl + page->used + page->lost != page->capacity)
+        PAGE_PROBLEM("%u free + %u local + %u used + %u lost != capacity %u", nf, nl, page->used, page->lost,
+                     page->capacity);
+#undef PAGE_PROBLEM
+    return problems;
 }
 
 /* Sets the delayed-free state, keeping the list.  Waits out a remote free
@@ -138,6 +278,7 @@ void page_unfull(heap_t *heap, page_t *page) {
  * unmap) and heap_retire_expired gives it back later; otherwise it goes
  * back to its segment now. */
 void page_retire(heap_t *heap, page_t *page) {
+    strata_assert(page->used == 0 && page_check(page, true) == 0);
     page_queue_t *q = (page_flags(page) & PAGE_FULL) ? &heap->queues[QUEUE_FULL] : &heap->queues[page->class_idx];
     if (!(page_flags(page) & PAGE_FULL) && q->first == page && q->last == page) {
         long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
@@ -189,18 +330,20 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
 }
 
 /* The owner frees b into its page, off the fast path: the page may be full
- * or become empty.  (Also used for blocks handed over by other threads.) */
-void page_free_local(heap_t *heap, page_t *page, block_t *b) {
-    if (b == page->local_free || b == page->free) {
-        strata_error("free(): double free", b);
-        return;
+ * or become empty.  (Also used for blocks handed over by other threads.)
+ * False when b was already free (reported). */
+bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call) {
+    if (block_link_ok(page, b) && page_holds_free(heap, page, b)) {
+        strata_report(call, "double free", b, NULL);
+        return false;
     }
-    b->next = page->local_free;
+    block_set_next(page, b, page->local_free);
     page->local_free = b;
     heap->stat_free[page->class_idx]++;
     page->used--;
     if (page_flags(page) & PAGE_FULL) page_unfull(heap, page);
     if (page->used == 0) page_retire(heap, page);
+    return true;
 }
 
 /* Start of the block holding p (p may point inside it: aligned allocations). */

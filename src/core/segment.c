@@ -50,13 +50,7 @@ static void list_push_back(segment_t **list, segment_t *seg) {
     seg->prev = t;
 }
 
-static size_t page_area(const segment_t *seg, const page_t *page, uint8_t **start) {
-    uint8_t *a = (uint8_t *)seg + ((size_t)page->index << seg->page_shift);
-    size_t n = (size_t)1 << seg->page_shift;
-    if (page->index == 0) { a += SEGMENT_HEADER_SIZE; n -= SEGMENT_HEADER_SIZE; }
-    *start = a;
-    return n;
-}
+#define page_area(seg, page, start) page_area_of(seg, page, start)
 
 static void page_purge(segment_t *seg, page_t *page) {
     uint8_t *a;
@@ -85,6 +79,7 @@ static void segment_setup(segment_t *seg, segment_kind kind, int node) {
         page_t *pg = &seg->pages[i];
         memset(pg, 0, sizeof *pg);
         pg->index = (uint8_t)i;
+        page_setup_keys(pg);
         page_flags_store(pg, PAGE_UNUSED);
         pg->is_zero = 1;
     }
@@ -125,6 +120,11 @@ static segment_t *segment_from_cache(int node) {
     return found;
 }
 
+static page_t *segment_page_at(const void *seg, size_t granule) {
+    segment_t *s = (segment_t *)seg;
+    return &s->pages[(granule << PAGEMAP_GRANULE_SHIFT) >> s->page_shift];
+}
+
 static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     segment_t *seg = segment_from_cache(node);
     if (!seg) {
@@ -141,8 +141,15 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         stat_add(&stats.committed, SEGMENT_HEADER_SIZE);
         numa_place(seg, node);
         seg->huge = 0;
-        segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT);
         segment_setup(seg, kind, node);
+        if (pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg) != 0) {
+            os_free(seg, SEGMENT_SIZE);
+            stat_sub(&stats.reserved, SEGMENT_SIZE);
+            stat_sub(&stats.committed, SEGMENT_HEADER_SIZE);
+            return NULL;
+        }
+        segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT);
+        if (SEGMENT_GUARD_SIZE) os_decommit((uint8_t *)seg + SEGMENT_SIZE - SEGMENT_GUARD_SIZE, SEGMENT_GUARD_SIZE);
     } else if (seg->kind == (uint32_t)kind) {
         /* same geometry: each page keeps its purge state */
         uint8_t zero[SEGMENT_MAX_PAGES];
@@ -154,6 +161,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         for (uint32_t i = 0; i < seg->page_count; i++)
             if (!seg->pages[i].is_zero) page_purge(seg, &seg->pages[i]);
         segment_setup(seg, kind, node);
+        pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg);   /* tables exist: cannot fail */
     }
     advise_huge(seg, kind);
     atomic_store_explicit(&seg->owner, heap, memory_order_release);
@@ -173,6 +181,7 @@ static size_t segment_unmap(segment_t *seg) {
         }
     }
     segmap_set(seg, SEGMENT_SIZE, SEGMAP_NONE);
+    pagemap_clear(seg, SEGMENT_SIZE);
     if (seg->check_bits) os_free((void *)seg->check_bits, SEGMENT_SIZE / 64);
     stat_sub(&stats.committed, committed);
     stat_sub(&stats.reserved, SEGMENT_SIZE);
@@ -249,6 +258,7 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
                 page_t *page = &s->pages[i];
                 if (!(page_flags(page) & PAGE_UNUSED)) continue;
                 s->used_pages++;
+                strata_assert(s->used_pages <= s->page_count);
                 if (s->used_pages == s->page_count && s->next) {
                     list_remove(&heap->segments[kind], s);
                     list_push_back(&heap->segments[kind], s);
@@ -277,6 +287,7 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
 /* Marks a page unused (to be purged after the delay); the caller decides
  * what happens to the segment. */
 static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
+    strata_assert(seg->used_pages > 0 && !(page_flags(page) & PAGE_UNUSED));
     page_flags_store(page, PAGE_UNUSED);
     page->block_size = 0;
     page->free = page->local_free = NULL;
@@ -372,8 +383,14 @@ void segment_abandon(heap_t *heap, segment_t *seg) {
     }
     list_remove(&heap->segments[seg->kind], seg);
     stat_sub(&stats.segments, 1);
-    atomic_store_explicit(&seg->owner, NULL, memory_order_release);
+    /* The heap struct will be reused: no page may still name it as the
+     * fast path's owner. */
+    for (uint32_t i = 0; i < seg->page_count; i++)
+        atomic_store_explicit(&seg->pages[i].local_heap, NULL, memory_order_relaxed);
     pthread_mutex_lock(&abandoned_lock);
+    /* Owner cleared under the lock: a freeing thread that sees NULL and
+     * takes the lock then finds the segment on the list. */
+    atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     list_push(&abandoned_list, seg);
     abandoned_count++;
     pthread_mutex_unlock(&abandoned_lock);
@@ -404,6 +421,24 @@ bool segment_check_toggle_free(segment_t *seg, const void *block, bool freeing) 
     _Atomic(uint8_t) *byte = &seg->check_bits[bit >> 3];
     if (freeing) return (atomic_fetch_and_explicit(byte, (uint8_t)~mask, memory_order_relaxed) & mask) != 0;
     return (atomic_fetch_or_explicit(byte, mask, memory_order_relaxed) & mask) == 0;
+}
+
+/* strata_heap_check's view of the abandoned list: each segment's pages are
+ * checked under the lock (no thread owns them). */
+size_t segment_check_abandoned(void) {
+    size_t problems = 0, n = 0;
+    pthread_mutex_lock(&abandoned_lock);
+    for (segment_t *s = abandoned_list; s; s = s->next) {
+        if (++n > abandoned_count) {
+            strata_message("strata: heap check: the abandoned list holds more than its %u segments\n",
+                           (unsigned)abandoned_count);
+            problems++;
+            break;
+        }
+        problems += segment_check(s, NULL);
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+    return problems;
 }
 
 void segment_fork_prepare(void) {

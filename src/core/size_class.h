@@ -1,8 +1,9 @@
-/* size_class.h — the size classes of the size-class heaps.  Class 1 is
- * 8 bytes, classes 2..9 are 16..128 bytes in steps of 16 (so every block of
- * 16 bytes or more is 16-byte aligned, as glibc promises); above that each
- * power of two is split in 8, so the space a request can waste inside its
- * block stays under 12.5 %.  Class 89 is 128 KiB, the largest the heaps serve.
+/* size_class.h — the size classes of the size-class heaps.  Classes 1..8
+ * are 16..128 bytes in steps of 16 (so every block is 16-byte aligned, as
+ * glibc promises, and a free block has room for its two guarded link words,
+ * see block_t); above that each power of two is split in 8, so the space a
+ * request can waste inside its block stays under 12.5 %.  Class 88 is
+ * 128 KiB, the largest the heaps serve.  (glibc's smallest chunk is 32 bytes.)
  */
 #ifndef STRATA_SIZE_CLASS_H
 #define STRATA_SIZE_CLASS_H
@@ -10,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CLASS_COUNT 89
+#define CLASS_COUNT 88
 #define CLASS_MAX_SIZE ((size_t)128 * 1024)
 #define DIRECT_MAX 1024                  /* sizes served through heap->direct[] */
 #define DIRECT_SLOTS (DIRECT_MAX / 8 + 1)
@@ -20,11 +21,11 @@ extern const uint32_t class_size[CLASS_COUNT + 1];
 
 /* Class of a request of size bytes, 1 <= size <= CLASS_MAX_SIZE (size 0 is class 1). */
 static inline uint32_t class_of(size_t size) {
-    if (size <= 128) return size <= 8 ? 1 : (uint32_t)((size + 15) >> 4) + 1;
+    if (size <= 128) return size <= 16 ? 1 : (uint32_t)((size + 15) >> 4);
     size_t w = size - 1;
     uint32_t k = 63u - (uint32_t)__builtin_clzl(w);     /* 2^k <= w < 2^(k+1), k >= 7 */
     uint32_t sub = (uint32_t)(w >> (k - 3)) & 7u;
-    return 9u + (k - 7u) * 8u + sub + 1u;
+    return 8u + (k - 7u) * 8u + sub + 1u;
 }
 
 #endif

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "../arena/arena.h"
-#include "../core/segmap.h"
+#include "../segmap/segmap.h"
 #include "../options/options.h"
 #include "../os/os.h"
 #include "../stats/stats.h"

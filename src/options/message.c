@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static void write_all(const char *buf, size_t len) {
@@ -20,7 +21,10 @@ static void vmessage(const char *fmt, va_list ap) {
     char buf[512];
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
     if (n < 0) return;
-    write_all(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+    /* Cut short: still end the line, or the next message would join it. */
+    if ((size_t)n >= sizeof buf && fmt[strlen(fmt) - 1] == '\n') buf[len - 1] = '\n';
+    write_all(buf, len);
 }
 
 void strata_message(const char *fmt, ...) {
@@ -32,6 +36,12 @@ void strata_message(const char *fmt, ...) {
 
 void strata_error(const char *what, const void *addr) {
     strata_message("strata: %s %p\n", what, addr);
+    if (opt(STRATA_OPTION_ON_ERROR) != STRATA_ON_ERROR_WARN) abort();
+}
+
+void strata_report(const char *call, const char *what, const void *addr, const char *detail) {
+    if (detail) strata_message("strata: %s: %s %p (%s)\n", call, what, addr, detail);
+    else strata_message("strata: %s: %s %p\n", call, what, addr);
     if (opt(STRATA_OPTION_ON_ERROR) != STRATA_ON_ERROR_WARN) abort();
 }
 

@@ -1,17 +1,29 @@
 /* options.c — the options table.  Each option has a STRATA_<NAME> variable,
  * read once, straight from environ (getenv may not be usable yet when the
  * first malloc arrives), and a default.  A malformed value prints one line
- * naming the variable and keeps the default.
+ * naming the variable and the expected format, and keeps the default; a
+ * STRATA_ variable that names no option is reported once, with the closest
+ * option name.
+ *
+ * Values are relaxed atomics: strata_option_set() may run in one thread while
+ * others read options on their paths.  Each option is one word read on its
+ * own, so no ordering between options is promised (none is needed: a
+ * changed option takes effect on the next operation that reads it).  On
+ * x86-64 and AArch64 a relaxed load is a plain load.  The init state is an
+ * atomic too: the first thread to get here parses, the others wait for it.
  */
 #include "options.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <strings.h>
 
 extern char **environ;
 
-typedef enum { KIND_BOOL, KIND_SIZE, KIND_INT, KIND_ENUM } opt_kind;
+/* KIND_MIB: a count of MiB; a value with a k/m/g suffix is bytes, rounded
+ * up to whole MiB ("2g" is 2048). */
+typedef enum { KIND_BOOL, KIND_SIZE, KIND_INT, KIND_ENUM, KIND_MIB } opt_kind;
 
 typedef struct {
     const char *name;
@@ -43,7 +55,7 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
     {"ON_ERROR", KIND_ENUM, STRATA_ON_ERROR_ABORT, 0, 1, err_words,
      "on an invalid or double free: abort, or warn and go on"},
     {"CHECK", KIND_BOOL, 0, 0, 1, NULL, "full double-free and invalid-free checks (slower)"},
-    {"LARGE_CACHE_MB", KIND_SIZE, 1024, 0, 1L << 20, NULL, "MiB of freed large blocks kept for reuse"},
+    {"LARGE_CACHE_MB", KIND_MIB, 1024, 0, 1L << 20, NULL, "MiB of freed large blocks kept for reuse"},
     {"LARGE_PURGE_DELAY_MS", KIND_INT, 1000, -1, 3600 * 1000, NULL,
      "ms freed large blocks keep their pages (0: at once, -1: never)"},
     {"LARGE_FIT", KIND_ENUM, STRATA_LARGE_FIT_BEST, 0, 1, fit_words,
@@ -58,8 +70,17 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "storage-backed file I/O: auto (direct under a memory limit), on (direct), off (buffered)"},
 };
 
-long strata_options[STRATA_OPTION_COUNT];
-static int options_ready;
+_Atomic long strata_options[STRATA_OPTION_COUNT];
+enum { OPTIONS_UNREAD, OPTIONS_READING, OPTIONS_READY };
+static _Atomic int options_state;
+static __thread int options_reader;   /* this thread is reading them (re-entry) */
+
+/* STRATA_ variables of the tools and tests, not options: never reported. */
+static const char *const reserved_prefixes[] = {"TRACE_", "REPLAY_", "TEST_", "BENCH_", "DIFF_", NULL};
+/* Variables other parts read themselves (text values the table cannot hold):
+ * known, so not reported.  A part that reads a new STRATA_ variable outside
+ * the table adds its name here. */
+static const char *const other_variables[] = {"SB_DIR", "SB_BUDGET", "SB_GROUP", "MEMORY_LIMIT", NULL};
 
 bool options_parse_size(const char *s, long *out) {
     if (!s || !*s) return false;
@@ -116,12 +137,19 @@ static bool parse_value(const opt_desc *d, const char *value, long *out) {
     case KIND_INT:
         if (!parse_int(value, &v)) return false;
         break;
-    case KIND_ENUM:
+    case KIND_ENUM:   /* by name only: numbers would silently change meaning if the list grew */
         v = -1;
         for (long i = 0; d->words[i]; i++)
             if (!strcasecmp(value, d->words[i])) v = i;
-        if (v < 0 && !parse_int(value, &v)) return false;
+        if (v < 0) return false;
         break;
+    case KIND_MIB: {
+        const char *p = value;
+        while (*p >= '0' && *p <= '9') p++;
+        if (!options_parse_size(value, &v)) return false;
+        if (*p) v = (long)(((unsigned long)v + (1UL << 20) - 1) >> 20);   /* had a suffix: bytes */
+        break;
+    }
     default:
         return false;
     }
@@ -138,41 +166,142 @@ static const char *env_lookup(const char *name) {
     return NULL;
 }
 
-void options_init(void) {
-    if (options_ready) return;
+/* The expected format of an option, for the one-line warning. */
+static void describe(const opt_desc *d, char *buf, size_t size) {
+    switch (d->kind) {
+    case KIND_BOOL:
+        snprintf(buf, size, "want 1/0, on/off, yes/no or true/false");
+        break;
+    case KIND_SIZE:
+        snprintf(buf, size, "want a size in bytes from %ld to %ld, with an optional k, m or g suffix (e.g. 64k)",
+                 d->min, d->max);
+        break;
+    case KIND_MIB:
+        snprintf(buf, size, "want MiB from %ld to %ld, or a size with a k, m or g suffix (e.g. 512m, 2g)",
+                 d->min, d->max);
+        break;
+    case KIND_INT:
+        snprintf(buf, size, "want a whole number from %ld to %ld", d->min, d->max);
+        break;
+    case KIND_ENUM: {
+        size_t n = (size_t)snprintf(buf, size, "want one of");
+        for (int i = 0; d->words[i] && n < size; i++)
+            n += (size_t)snprintf(buf + n, size - n, "%s %s", i ? "," : "", d->words[i]);
+        break;
+    }
+    }
+}
+
+static void warn_invalid(const opt_desc *d, const char *value) {
+    char want[160], def[32];
+    describe(d, want, sizeof want);
+    if (d->kind == KIND_ENUM) snprintf(def, sizeof def, "%s", d->words[d->def]);
+    else snprintf(def, sizeof def, "%ld", d->def);
+    /* At most 40 bytes of the value: the line stays one line. */
+    size_t len = strlen(value);
+    strata_message("strata: STRATA_%s=\"%.40s%s\" is not valid (%s); using the default %s\n", d->name, value,
+                   len > 40 ? "..." : "", want, def);
+}
+
+/* Edit distance between a and b (case-insensitive), at most 64 bytes each. */
+static size_t distance(const char *a, size_t la, const char *b) {
+    size_t lb = strlen(b), row[65];
+    if (la > 64) la = 64;
+    if (lb > 64) lb = 64;
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            char ca = a[i - 1], cb = b[j - 1];
+            if (ca >= 'a' && ca <= 'z') ca = (char)(ca - 32);
+            size_t best = diag + (ca != cb);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+/* A STRATA_ variable that is no option: one line, with the nearest name. */
+static void check_unknown(const char *entry) {
+    const char *name = entry + 7, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    for (int i = 0; reserved_prefixes[i]; i++)
+        if (!strncmp(name, reserved_prefixes[i], strlen(reserved_prefixes[i]))) return;
+    for (int i = 0; other_variables[i]; i++)
+        if (strlen(other_variables[i]) == len && !strncmp(name, other_variables[i], len)) return;
+    int best = -1;
+    size_t best_d = (size_t)-1;
+    for (int i = 0; i < STRATA_OPTION_COUNT; i++) {
+        if (strlen(table[i].name) == len && !strncmp(name, table[i].name, len)) return;   /* an option */
+        size_t dd = distance(name, len, table[i].name);
+        if (dd < best_d) best_d = dd, best = i;
+    }
+    if (best >= 0 && best_d <= 1 + len / 3)
+        strata_message("strata: STRATA_%.*s is not an option: ignored (did you mean STRATA_%s?)\n",
+                       (int)(len > 48 ? 48 : len), name, table[best].name);
+    else
+        strata_message("strata: STRATA_%.*s is not an option: ignored (options: STRATA_VERBOSE=1 lists them)\n",
+                       (int)(len > 48 ? 48 : len), name);
+}
+
+static void options_read(void) {
     for (int i = 0; i < STRATA_OPTION_COUNT; i++) {
         const opt_desc *d = &table[i];
-        strata_options[i] = d->def;
-        const char *value = env_lookup(d->name);
-        if (!value) continue;
-        long v;
-        if (parse_value(d, value, &v)) strata_options[i] = v;
-        else strata_message("strata: STRATA_%s=\"%s\" is not valid (%s); using the default\n", d->name, value, d->help);
+        long value = d->def;
+        const char *text = env_lookup(d->name);
+        if (text && !parse_value(d, text, &value)) {
+            warn_invalid(d, text);
+            value = d->def;
+        }
+        atomic_store_explicit(&strata_options[i], value, memory_order_relaxed);
     }
-    options_ready = 1;
+    for (char **e = environ; e && *e; e++)
+        if (!strncmp(*e, "STRATA_", 7)) check_unknown(*e);
+}
+
+void options_init(void) {
+    int state = atomic_load_explicit(&options_state, memory_order_acquire);
+    if (state == OPTIONS_READY) return;
+    if (state == OPTIONS_UNREAD &&
+        atomic_compare_exchange_strong_explicit(&options_state, &state, OPTIONS_READING, memory_order_acq_rel,
+                                                memory_order_acquire)) {
+        options_reader = 1;
+        options_read();
+        options_reader = 0;
+        atomic_store_explicit(&options_state, OPTIONS_READY, memory_order_release);
+        return;
+    }
+    if (options_reader) return;   /* called again while reading: defaults so far */
+    while (atomic_load_explicit(&options_state, memory_order_acquire) != OPTIONS_READY) sched_yield();
 }
 
 void options_print(void) {
     for (int i = 0; i < STRATA_OPTION_COUNT; i++) {
         const opt_desc *d = &table[i];
+        long v = opt((strata_option_t)i);
         if (d->kind == KIND_ENUM)
-            strata_message("strata: option %-16s %s\n", d->name, d->words[strata_options[i]]);
+            strata_message("strata: option %-20s %s\n", d->name, d->words[v]);
         else
-            strata_message("strata: option %-16s %ld\n", d->name, strata_options[i]);
+            strata_message("strata: option %-20s %ld\n", d->name, v);
     }
 }
 
 long strata_option_get(strata_option_t o) {
     if ((unsigned)o >= STRATA_OPTION_COUNT) return -1;
     options_init();
-    return strata_options[o];
+    return opt(o);
 }
 
 int strata_option_set(strata_option_t o, long value) {
     if ((unsigned)o >= STRATA_OPTION_COUNT) return EINVAL;
     options_init();
     if (value < table[o].min || value > table[o].max) return EINVAL;
-    strata_options[o] = value;
+    atomic_store_explicit(&strata_options[o], value, memory_order_relaxed);
     return 0;
 }
 
@@ -184,7 +313,7 @@ int strata_option_set_str(const char *name, const char *value) {
         if (strcasecmp(name, table[i].name)) continue;
         long v;
         if (!parse_value(&table[i], value, &v)) return EINVAL;
-        strata_options[i] = v;
+        atomic_store_explicit(&strata_options[i], v, memory_order_relaxed);
         return 0;
     }
     return EINVAL;

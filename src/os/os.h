@@ -47,6 +47,12 @@ int os_numa_node_count(void);        /* cached */
 int os_numa_current_node(void);      /* 0 on a single-node machine, without a syscall */
 void os_numa_reset(void);            /* forget cached topology (tests) */
 
+/* A random 64-bit value, never 0 (getrandom, or a clock/address mix where
+ * the kernel lacks it).  Never blocks, never allocates. */
+uint64_t os_random_u64(void);
+/* A 64-bit mixing function (bijective): spreads a key over all bits. */
+uint64_t os_mix64(uint64_t x);
+
 /* Monotonic milliseconds (cheap: vDSO, coarse clock). */
 uint64_t os_now_ms(void);
 

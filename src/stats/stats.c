@@ -1,16 +1,20 @@
 /* stats.c — reading and printing the statistics (text and JSON).  Output is
  * built in a caller's buffer or a stack buffer: printing statistics never
- * allocates, so it is safe at exit and inside a failing program.
+ * allocates, so it is safe at exit and inside a failing program.  The title
+ * names the program (output of several processes lands in one terminal or
+ * log) and gives the kernel's true peak RSS next to the current RSS.
  */
+#define _GNU_SOURCE   /* program_invocation_name */
 #include "stats.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/internal.h"
-#include "../large/large.h"
+#include "../os/os.h"
 
 stats_global_t stats;
 _Atomic(int64_t) stats_class_live[STATS_CLASSES];
@@ -18,27 +22,11 @@ _Atomic(int64_t) stats_class_peak[STATS_CLASSES];
 _Atomic(uint64_t) stats_class_alloc_done[STATS_CLASSES];
 _Atomic(uint64_t) stats_class_free_done[STATS_CLASSES];
 
-typedef struct {
-    uint64_t alloc[STATS_CLASSES];
-    uint64_t freed[STATS_CLASSES];
-} class_totals;
+/* The allocator above registers what only it can count (stats sits below
+ * it and may not reach into it). */
+static const stats_sources *sources;
 
-static void add_heap(const heap_t *heap, void *arg) {
-    class_totals *t = arg;
-    for (int c = 1; c <= CLASS_COUNT; c++) {
-        t->alloc[c] += heap->stat_alloc[c];
-        t->freed[c] += heap->stat_free[c];
-    }
-}
-
-static void class_totals_get(class_totals *t) {
-    memset(t, 0, sizeof *t);
-    for (int c = 1; c <= CLASS_COUNT; c++) {
-        t->alloc[c] = atomic_load_explicit(&stats_class_alloc_done[c], memory_order_relaxed);
-        t->freed[c] = atomic_load_explicit(&stats_class_free_done[c], memory_order_relaxed);
-    }
-    if (strata_ready) heap_visit_all(add_heap, t);
-}
+void stats_register(const stats_sources *s) { sources = s; }
 
 void strata_stats_get(strata_stats_t *out) {
     memset(out, 0, sizeof *out);
@@ -46,18 +34,11 @@ void strata_stats_get(strata_stats_t *out) {
 #define X(name, help) out->name = atomic_load_explicit(&stats.name, memory_order_relaxed);
     STRATA_STAT_COUNTERS(X)
 #undef X
-    /* The large tier keeps its own books: what it may hold resident is its
-     * live blocks plus the free bytes not purged yet. */
-    large_stats_t ls;
-    large_stats_get(&ls);
-    out->committed += ls.used_bytes + ls.dirty_bytes;
-    class_totals t;
-    class_totals_get(&t);
-    out->small_allocated = out->small_freed = 0;
-    for (int c = 1; c <= CLASS_COUNT; c++) {
-        out->small_allocated += t.alloc[c];
-        out->small_freed += t.freed[c];
-    }
+    if (sources) sources->totals(out);
+}
+
+static size_t class_rows(stats_class_row *rows, size_t max) {
+    return sources ? sources->classes(rows, max) : 0;
 }
 
 /* A growing text in a fixed buffer, with the length it would need. */
@@ -86,11 +67,38 @@ static const char *human(uint64_t v, char *buf, size_t size) {
     return buf;
 }
 
+/* The kernel's high-water mark of RSS (VmHWM), in bytes; 0 if unknown.
+ * Read with read(2) into a stack buffer: no stdio, no malloc.  The kernel
+ * folds its per-thread RSS counters in lazily, so VmHWM may trail the
+ * current RSS by a few pages: callers take the larger of the two. */
+static uint64_t peak_rss_bytes(void) {
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char *p = strstr(buf, "VmHWM:");
+    if (!p) return 0;
+    for (p += 6; *p == ' ' || *p == '\t'; p++) {}
+    uint64_t kib = 0;
+    for (; *p >= '0' && *p <= '9'; p++) kib = kib * 10 + (uint64_t)(*p - '0');
+    return kib * 1024;
+}
+
+static const char *program_name(void) {
+    const char *name = program_invocation_name;
+    return name && *name ? name : "?";
+}
+
 static size_t stats_text(out_t *o) {
     strata_stats_t s;
     strata_stats_get(&s);
-    char h[32];
-    put(o, "strata: statistics (pid %d, rss %s)\n", (int)getpid(), human(os_rss_bytes(), h, sizeof h));
+    char h[32], h2[32];
+    uint64_t rss = os_rss_bytes(), peak = peak_rss_bytes();
+    put(o, "strata: statistics of %.200s (pid %d): rss %s, peak rss %s\n", program_name(), (int)getpid(),
+        human(rss, h, sizeof h), human(peak > rss ? peak : rss, h2, sizeof h2));
 #define X(name, help)                                                                                    \
     if (strstr(#name, "bytes") || !strcmp(#name, "reserved") || !strcmp(#name, "committed") ||          \
         !strcmp(#name, "purged"))                                                                       \
@@ -99,16 +107,15 @@ static size_t stats_text(out_t *o) {
         put(o, "  %-18s %14llu   %s\n", #name, (unsigned long long)s.name, help);
     STRATA_STAT_COUNTERS(X)
 #undef X
-    class_totals t;
-    class_totals_get(&t);
-    put(o, "  %-8s %14s %14s %12s %12s\n", "class", "allocated", "freed", "live", "peak live");
-    for (int c = 1; c <= CLASS_COUNT; c++) {
-        if (!t.alloc[c]) continue;
-        int64_t live = (int64_t)(t.alloc[c] - t.freed[c]);
-        int64_t peak = atomic_load_explicit(&stats_class_peak[c], memory_order_relaxed);
-        if (peak < live) peak = live;
-        put(o, "  %-8u %14llu %14llu %12lld %12lld\n", class_size[c], (unsigned long long)t.alloc[c],
-            (unsigned long long)t.freed[c], (long long)live, (long long)peak);
+    stats_class_row rows[STATS_CLASSES];
+    size_t nrows = class_rows(rows, STATS_CLASSES);
+    put(o, "  %-8s %14s %14s %12s %14s\n", "class", "allocated", "freed", "live", "sampled peak");
+    for (size_t c = 0; c < nrows; c++) {
+        if (!rows[c].alloc) continue;
+        int64_t live = (int64_t)(rows[c].alloc - rows[c].freed);
+        int64_t peak = rows[c].peak < live ? live : rows[c].peak;
+        put(o, "  %-8u %14llu %14llu %12lld %14lld\n", rows[c].size, (unsigned long long)rows[c].alloc,
+            (unsigned long long)rows[c].freed, (long long)live, (long long)peak);
     }
     return o->len;
 }
@@ -137,21 +144,28 @@ size_t strata_stats_json(char *buf, size_t size) {
     out_t o = {buf, size, 0};
     strata_stats_t s;
     strata_stats_get(&s);
-    put(&o, "{\"version\": %llu", (unsigned long long)s.version);
+    put(&o, "{\"version\": %llu, \"program\": \"", (unsigned long long)s.version);
+    for (const char *c = program_name(); *c && o.len < 400; c++) {
+        if (*c == '"' || *c == '\\') put(&o, "\\%c", *c);
+        else if ((unsigned char)*c < 0x20) put(&o, "\\u%04x", *c);
+        else put(&o, "%c", *c);
+    }
+    put(&o, "\", \"pid\": %d", (int)getpid());
 #define X(name, help) put(&o, ", \"%s\": %llu", #name, (unsigned long long)s.name);
     STRATA_STAT_COUNTERS(X)
 #undef X
-    put(&o, ", \"rss\": %llu, \"classes\": [", (unsigned long long)os_rss_bytes());
-    class_totals t;
-    class_totals_get(&t);
+    uint64_t rss = os_rss_bytes(), peak = peak_rss_bytes();
+    put(&o, ", \"rss\": %llu, \"peak_rss\": %llu, \"classes\": [", (unsigned long long)rss,
+        (unsigned long long)(peak > rss ? peak : rss));
+    stats_class_row rows[STATS_CLASSES];
+    size_t nrows = class_rows(rows, STATS_CLASSES);
     bool first = true;
-    for (int c = 1; c <= CLASS_COUNT; c++) {
-        if (!t.alloc[c]) continue;
-        int64_t live = (int64_t)(t.alloc[c] - t.freed[c]);
-        int64_t peak = atomic_load_explicit(&stats_class_peak[c], memory_order_relaxed);
-        if (peak < live) peak = live;
+    for (size_t c = 0; c < nrows; c++) {
+        if (!rows[c].alloc) continue;
+        int64_t live = (int64_t)(rows[c].alloc - rows[c].freed);
+        int64_t peak = rows[c].peak < live ? live : rows[c].peak;
         put(&o, "%s{\"size\": %u, \"allocated\": %llu, \"freed\": %llu, \"live\": %lld, \"peak\": %lld}",
-            first ? "" : ", ", class_size[c], (unsigned long long)t.alloc[c], (unsigned long long)t.freed[c],
+            first ? "" : ", ", rows[c].size, (unsigned long long)rows[c].alloc, (unsigned long long)rows[c].freed,
             (long long)live, (long long)peak);
         first = false;
     }

@@ -13,7 +13,7 @@
 
 /* name, help */
 #define STRATA_STAT_COUNTERS(X)                                              \
-    X(reserved, "bytes of address space reserved from the OS")              \
+    X(reserved, "address space reserved from the OS: not memory in use")   \
     X(committed, "bytes reserved and not purged (bounds RSS from above)")   \
     X(purged, "bytes given back to the OS, cumulative")                     \
     X(segments, "live segments")                                           \
@@ -53,13 +53,29 @@ static inline void stat_add_peak(_Atomic(uint64_t) *live, _Atomic(uint64_t) *pea
 }
 
 /* Per size class, process-wide: blocks live and their peak, updated when a
- * heap flushes its counts (on slow paths), so the peak is sampled. */
+ * heap flushes its counts (on slow paths), so the peak is sampled: printed
+ * as "sampled peak", never below the live count printed next to it.  The
+ * true peaks are the *_peak counters above (kept at every change) and the
+ * kernel's peak RSS in the title line. */
 #define STATS_CLASSES 97
 extern _Atomic(int64_t) stats_class_live[STATS_CLASSES];
 extern _Atomic(int64_t) stats_class_peak[STATS_CLASSES];
 /* Counts of heaps that are gone, folded in when they were abandoned. */
 extern _Atomic(uint64_t) stats_class_alloc_done[STATS_CLASSES];
 extern _Atomic(uint64_t) stats_class_free_done[STATS_CLASSES];
+
+/* What only the allocator above can count, registered by it at start-up
+ * (stats sits below the allocator and does not reach into it). */
+typedef struct stats_class_row_s {
+    uint32_t size;                /* block size of the class */
+    uint64_t alloc, freed;        /* cumulative */
+    int64_t peak;                 /* sampled peak of live blocks */
+} stats_class_row;
+typedef struct stats_sources_s {
+    void (*totals)(strata_stats_t *out);                  /* adds to the counters read from `stats` */
+    size_t (*classes)(stats_class_row *rows, size_t max);  /* one row per class, smallest first */
+} stats_sources;
+void stats_register(const stats_sources *s);
 
 /* Called at exit when STRATA_SHOW_STATS=1. */
 void stats_print_at_exit(void);

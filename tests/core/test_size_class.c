@@ -7,7 +7,7 @@
 static void classes_are_increasing(void) {
     for (int c = 2; c <= CLASS_COUNT; c++) CHECK(class_size[c] > class_size[c - 1]);
     CHECK(class_size[CLASS_COUNT] == CLASS_MAX_SIZE);
-    CHECK(class_size[1] == 8);
+    CHECK(class_size[1] == 16);
 }
 
 static void every_size_gets_the_tightest_class(void) {

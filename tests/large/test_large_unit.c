@@ -16,7 +16,7 @@
 
 #include <strata.h>
 
-#include "core/segmap.h"
+#include "segmap/segmap.h"
 #include "large/large.h"
 
 #define MiB ((size_t)1 << 20)

@@ -21,6 +21,18 @@ typedef struct block_s {
 
 static _Atomic(long) blocks_bad;  /* corrupted blocks seen, by any thread */
 
+/* The calling thread's heap (and the large tier, and exited threads'
+ * segments) must check clean: counted as a bad block otherwise. */
+static inline void heap_must_check_clean(void) {
+#if HAVE_STRATA
+    size_t problems = strata_heap_check();
+    if (problems) {
+        fprintf(stderr, "strata_heap_check found %zu problem(s)\n", problems);
+        atomic_fetch_add(&blocks_bad, 1);
+    }
+#endif
+}
+
 static inline void block_init(block *b, size_t size, uint32_t seed) {
     b->next = NULL;
     b->size = (uint32_t)size;

@@ -41,6 +41,7 @@ static void *worker(void *arg) {
             block_free(mine[i]); nf++;
         }
     }
+    heap_must_check_clean();
     atomic_fetch_add(&allocated, na);
     atomic_fetch_add(&freed, nf);
     if (id % 3 == 0) pthread_exit(NULL);          /* leave through pthread_exit too */
@@ -90,5 +91,7 @@ int main(void) {
 #if HAVE_STRATA
     CHECK(stats_sane());
 #endif
+    heap_must_check_clean();   /* also walks the segments the exited threads left */
+    CHECKF(atomic_load(&blocks_bad) == 0, "%ld corrupted blocks or heap problems", atomic_load(&blocks_bad));
     return test_report("stress_churn");
 }

@@ -63,6 +63,7 @@ static void *worker(void *arg) {
         drain(self);
     }
     for (int i = 0; i < HELD; i++) if (held[i]) { block_free(held[i]); nf++; }
+    heap_must_check_clean();
     atomic_fetch_add(&allocated, na);
     atomic_fetch_add(&freed, nf);
     return NULL;
@@ -83,6 +84,7 @@ int main(void) {
     atomic_store(&stop, 1);
     for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
     for (int i = 0; i < THREADS; i++) drain(i);   /* what was pushed after the owner's last drain */
+    heap_must_check_clean();
     double t = now_seconds() - t0;
 
     long a = atomic_load(&allocated), f = atomic_load(&freed);

@@ -116,5 +116,7 @@ int main(void) {
 #if HAVE_STRATA
     CHECK(stats_sane());
 #endif
+    heap_must_check_clean();
+    CHECKF(atomic_load(&blocks_bad) == 0, "%ld corrupted blocks or heap problems", atomic_load(&blocks_bad));
     return test_report("stress_prodcons");
 }

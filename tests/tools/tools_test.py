@@ -9,6 +9,7 @@ recorded programs and the replays on top of another allocator (e.g.
 libstrata.so) instead of the system one.
 """
 import argparse
+import csv
 import json
 import os
 import random
@@ -47,8 +48,8 @@ def run(cmd, expect_rc=0, env=None, timeout=120):
     return p
 
 
-def record(out, argv, expect_rc=0):
-    return run([tool("strata-trace"), "-o", out, "--"] + argv, expect_rc=expect_rc)
+def record(out, argv, expect_rc=0, opts=()):
+    return run([tool("strata-trace"), "-o", out] + list(opts) + ["--"] + argv, expect_rc=expect_rc)
 
 
 def stats(path):
@@ -121,7 +122,10 @@ def t_roundtrip(prog):
     # A comparison run: one row per allocator, each replayed in its own process.
     names = "glibc," + (ARGS.preload or "glibc")
     p = run([tool("strata-replay"), tr, "--allocator", names])
-    rows = [l for l in p.stdout.splitlines()[1:] if l.strip()]
+    rows = [l for l in p.stdout.split("\n\n")[0].splitlines()[1:] if l.strip()]
+    bands = p.stdout.split("\n\n")[1].splitlines() if "\n\n" in p.stdout else []
+    if len(bands) != 4 or not bands[0].startswith("ns per call by requested size"):
+        fail("comparison: no size-band table:\n" + p.stdout)
     if len(rows) != 2 or not all(l.rstrip().endswith(" ok") for l in rows):
         fail("comparison table wrong:\n" + p.stdout)
     # Record the replay itself: every recorded (op, size) must come back.
@@ -390,8 +394,14 @@ def t_tracegen():
 def t_fork(prog):
     """A forked child writes its own trace, with its own pid and calls."""
     d = workdir("fork")
+    # By default only the started process is recorded: no file for the child.
+    solo = os.path.join(d, "solo.trace")
+    p = record(solo, [prog])
+    child = int(re.search(r"child (\d+)", p.stdout).group(1))
+    if os.path.exists(solo + "." + str(child)) or "also wrote" in p.stderr:
+        fail("without --children the child was recorded: %s" % os.listdir(d))
     tr = os.path.join(d, "f.trace")
-    p = record(tr, [prog])
+    p = record(tr, [prog], opts=["--children"])
     exp = expectations(p.stdout)
     child = int(re.search(r"child (\d+)", p.stdout).group(1))
     child_file = tr + "." + str(child)
@@ -424,15 +434,21 @@ def t_exits(prog):
         if s["operations"]["malloc"] < 5000:
             fail("%s: trace has %d mallocs, expected 5000" % (how, s["operations"]["malloc"]))
     # exec: the first image's trace is finished before exec (FILE.<pid>), the
-    # new image writes FILE.<pid>.1, which becomes FILE.
+    # new image writes FILE.<pid>.1, which becomes FILE.  By default the
+    # earlier image's file is dropped (a shim is not the program asked for);
+    # --children keeps it.
     tr = os.path.join(d, "exec.trace")
     for f in os.listdir(d):
         if f.startswith("exec.trace"):
             os.unlink(os.path.join(d, f))
     record(tr, [prog, "exec"])
     others = [f for f in os.listdir(d) if f.startswith("exec.trace.")]
+    if others:
+        fail("exec: the earlier image's trace was kept without --children: %s" % others)
+    record(tr, [prog, "exec"], opts=["--children"])
+    others = [f for f in os.listdir(d) if f.startswith("exec.trace.")]
     if len(others) != 1:
-        fail("exec: expected one earlier-image trace, found %s" % others)
+        fail("exec --children: expected one earlier-image trace, found %s" % others)
     for path in (tr, os.path.join(d, others[0])):
         s = stats(path)
         if s["operations"]["malloc"] < 5000:
@@ -467,6 +483,228 @@ def t_overhead(prog):
           % (best_plain, best_rec, best_rec / best_plain, calls, os.path.getsize(tr) / calls))
 
 
+def expect_error(cmd, rc, pattern, what):
+    """cmd must exit with rc and print one stderr line matching pattern."""
+    p = run(cmd, expect_rc=None, timeout=60)
+    lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+    if p.returncode != rc:
+        fail("%s: exit %d, expected %d: %s\n%s" % (what, p.returncode, rc, " ".join(cmd), p.stderr))
+    if not lines or not re.search(pattern, lines[0]):
+        fail("%s: error %r does not match %r" % (what, lines[0] if lines else "", pattern))
+    if len(lines) > 1 and not lines[1].startswith("usage:"):
+        fail("%s: more than one error line:\n%s" % (what, p.stderr))
+    return p
+
+
+def snapshot(path):
+    """What lstat says about path, and its bytes if a regular file: must not change."""
+    st = os.lstat(path)
+    data = open(path, "rb").read() if os.path.isfile(path) and not os.path.islink(path) else None
+    return (st.st_mode, st.st_ino, st.st_rdev, st.st_size, data)
+
+
+def t_outputs(prog):
+    """-o never writes through a symbolic link nor replaces a device, FIFO,
+    socket or directory; empty names, missing and unwritable directories are
+    refused; the message says which and the exit code is 2."""
+    d = workdir("outputs")
+    victim = os.path.join(d, "victim")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    targets = {"symlink": (os.path.join(d, "link"), "exists and is a symbolic link"),
+               "fifo": (os.path.join(d, "fifo"), "exists and is a FIFO"),
+               "directory": (os.path.join(d, "dir"), "exists and is a directory")}
+    os.symlink(victim, targets["symlink"][0])
+    os.mkfifo(targets["fifo"][0])
+    os.mkdir(targets["directory"][0])
+    if os.geteuid() == 0:
+        # A copy of /dev/null's node: a device we may watch without risking the real one.
+        os.mknod(os.path.join(d, "null"), 0o666 | 0o020000, os.makedev(1, 3))
+        targets["device"] = (os.path.join(d, "null"), "exists and is a character device")
+    else:
+        targets["device"] = ("/dev/null", "exists and is a character device")
+    writers = {"strata-trace": lambda out: [tool("strata-trace"), "-o", out, "--", prog],
+               "strata-tracegen": lambda out: [tool("strata-tracegen"), "random", "-o", out, "--ops", "10"]}
+    for wname, mk in writers.items():
+        for kind, (path, msg) in targets.items():
+            before = snapshot(path)
+            victim_before = snapshot(victim)
+            expect_error(mk(path), 2, r"^%s: -o %s: %s" % (re.escape(wname), re.escape(path), msg),
+                         "%s -o %s" % (wname, kind))
+            if snapshot(path) != before or snapshot(victim) != victim_before:
+                fail("%s -o %s: the target or what it points to changed" % (wname, kind))
+        expect_error(mk(""), 2, r"^%s: -o: empty file name" % wname, wname + " -o ''")
+        expect_error(mk(os.path.join(d, "missing", "x")), 2,
+                     r"^%s: -o .*: directory .*missing: No such file or directory" % wname, wname + " missing dir")
+        expect_error(mk("/proc/strata-cannot-be-here.trace"), 2,
+                     r"^%s: -o /proc/strata-cannot-be-here.trace: cannot create files in directory /proc" % wname,
+                     wname + " unwritable dir")
+    left = sorted(f for f in os.listdir(d) if f not in ("victim", "link", "fifo", "dir", "null"))
+    if left:
+        fail("files left behind by refused runs: %s" % left)
+    # A regular file is replaced whole (rename), and no temporary stays.
+    out = os.path.join(d, "regular.trace")
+    with open(out, "w") as f:
+        f.write("old")
+    run([tool("strata-tracegen"), "random", "-o", out, "--ops", "100"])
+    if stats(out)["events"] == 0:
+        fail("tracegen -o over a regular file: bad trace")
+    record(out, [prog])
+    if stats(out)["events"] == 0:
+        fail("strata-trace -o over a regular file: bad trace")
+    left = sorted(f for f in os.listdir(d) if f.startswith("."))
+    if left:
+        fail("temporary files left: %s" % left)
+    print("outputs ok")
+
+
+def t_shim(prog):
+    """Tracing through a shim script (like pyenv's python3) that runs a helper
+    and then execs the real program: only the real program is recorded, one
+    file, no 'also wrote' lines; --children records the helper too."""
+    d = workdir("shim")
+    shim = os.path.join(d, "shim.sh")
+    with open(shim, "w") as f:
+        f.write("#!/bin/sh\n/bin/true\nls / >/dev/null\nexec %s \"$@\"\n" % prog)
+    os.chmod(shim, 0o755)
+    tr = os.path.join(d, "shim.trace")
+    p = record(tr, [shim])
+    files = sorted(f for f in os.listdir(d) if f.startswith("shim.trace"))
+    if files != ["shim.trace"]:
+        fail("shim: expected one trace file, found %s" % files)
+    if "also wrote" in p.stderr or len(p.stderr.strip().splitlines()) != 1:
+        fail("shim: expected one line from strata-trace, got:\n%s" % p.stderr)
+    exp = expectations(p.stdout)
+    st = stats(tr)
+    if not st["program"].startswith(prog):
+        fail("shim: the trace is of %r, not the real program" % st["program"])
+    if st["operations"]["malloc"] < exp["malloc"][0]:
+        fail("shim: trace lacks the program's mallocs")
+    p = record(os.path.join(d, "all.trace"), [shim], opts=["--children"])
+    kids = [f for f in os.listdir(d) if f.startswith("all.trace.")]
+    if len(kids) < 2 or "also wrote" not in p.stderr:
+        fail("shim --children: expected the helpers' traces, found %s" % kids)
+    print("shim ok: %d child traces with --children" % len(kids))
+
+
+def t_static(prog):
+    """A statically linked program cannot take the recorder: said before it runs."""
+    d = workdir("static")
+    out = os.path.join(d, "s.trace")
+    expect_error([tool("strata-trace"), "-o", out, "--", prog], 2,
+                 r"^strata-trace: .*tools_static is statically linked: the recorder cannot be preloaded",
+                 "static program")
+    if os.listdir(d):
+        fail("static: files left: %s" % os.listdir(d))
+    print("static ok")
+
+
+def t_hostile(craft):
+    """Well-formed traces that say hostile things, and bad numbers."""
+    d = workdir("hostile")
+    huge = os.path.join(d, "huge.trace")
+    run([craft, "huge", huge])
+    # strata-trace-stats: sizes above 2^63 land in the last size bucket.
+    s = stats(huge)
+    top = [b for b in s["sizes"] if b["max"] == (1 << 64) - 1]
+    if not top or top[0]["count"] != 1:
+        fail("stats: a 2^63+4096 byte block is not in the last bucket: %s" % s["sizes"])
+    run([tool("strata-trace-stats"), huge])
+    # strata-replay: refuses what is above its live-memory limit, before allocating.
+    expect_error([tool("strata-replay"), huge], 1,
+                 r"^strata-replay: .*huge.trace: the trace needs 8\.0 EiB in one block, above the replay "
+                 r"limit of .* \(half the RAM\); raise it with --max-live SIZE", "replay default cap")
+    expect_error([tool("strata-replay"), huge, "--max-live", "1g"], 1,
+                 r"the trace needs .* above the replay limit of 1\.0 GiB \(--max-live\)", "replay --max-live")
+    for bad in ("0", "-1", "nan", "1x", "inf"):
+        expect_error([tool("strata-replay"), huge, "--max-live", bad], 2,
+                     r"^strata-replay: --max-live %s: want a size in bytes > 0" % re.escape(bad), "max-live " + bad)
+    # Addresses that differ only in their high bits: the address table must
+    # stay O(1) per lookup (a weak hash made this quadratic: minutes).  The
+    # bound is generous; the point is quadratic against linear.
+    col = os.path.join(d, "collide.trace")
+    run([craft, "collide", "200000", col])
+    t0 = time.monotonic()
+    p = run([tool("strata-trace-stats"), col, "--json"], expect_rc=None, timeout=60)
+    if p.returncode != 0 or json.loads(p.stdout)["live"]["peak_blocks"] != 200000:
+        fail("colliding addresses: stats failed (rc %d): %s" % (p.returncode, p.stderr))
+    replay(col)
+    print("colliding addresses: read and replayed in %.1f s" % (time.monotonic() - t0))
+    # A FIFO as input: refused at once, not waited on.
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    for t in ("strata-replay", "strata-trace-stats"):
+        expect_error([tool(t), fifo], 1, r"^%s: %s: not a regular file at byte 0$" % (t, re.escape(fifo)), t + " fifo")
+    # Unknown allocators: refused, never exit 0.
+    good = os.path.join(d, "good.trace")
+    run([tool("strata-tracegen"), "random", "-o", good, "--live", "100", "--ops", "1000"])
+    for lst in ("all,hoard", "hoard", "glibc,,nothing"):
+        expect_error([tool("strata-replay"), good, "--allocator", lst], 2,
+                     r"^strata-replay: --allocator: unknown allocator '(hoard|nothing)' \(known: ", "allocator " + lst)
+    expect_error([tool("strata-replay"), good, "--format", "xml"], 2,
+                 r"^strata-replay: --format xml: want text, json or csv", "format xml")
+    # strata-tracegen: numbers out of range, not finite, not whole; caps.
+    gen = [tool("strata-tracegen"), "random", "-o", os.path.join(d, "g.trace")]
+    cases = [(["--live", "1g"], r"value out of range: --live 1g: above the limit of 10000000"),
+             (["--ops", "1e9"], r"value out of range: --ops 1e9: above the limit of 100000000"),
+             (["--seed", "18446744073709551616"], r"value out of range: --seed 18446744073709551616"),
+             (["--ops", "99999999999999999999999"], r"value out of range: --ops"),
+             (["--live", "nan"], r"bad value: --live nan: want a whole number >= 0"),
+             (["--ops", "inf"], r"bad value: --ops inf: want a whole number >= 0"),
+             (["--live", "-3"], r"bad value: --live -3: want a whole number >= 0"),
+             (["--live", "2.5"], r"bad value: --live 2.5: not a whole number"),
+             (["--cross", "nan"], r"not a fraction in \[0,1\]: nan"),
+             (["--sizes", "log:1:1e300"], r"value out of range: --sizes 1e300: above the limit"),
+             (["--threads", "5000"], r"value out of range: --threads 5000: above the limit of 4096")]
+    for extra, pattern in cases:
+        expect_error(gen + extra, 2, r"^strata-tracegen: " + pattern, "tracegen " + " ".join(extra))
+    expect_error([tool("strata-tracegen"), "sweep", "-o", os.path.join(d, "g.trace"), "--min", "1", "--max", "1t",
+                  "--steps", "64", "--count", "10000000", "--budget", "1t"], 2,
+                 r"^strata-tracegen: trace too long: more than 250000000 records", "tracegen record cap")
+    if any(f.startswith((".g.trace", "g.trace")) for f in os.listdir(d)):
+        fail("tracegen left a partial output: %s" % os.listdir(d))
+    print("hostile ok")
+
+
+def t_formats():
+    """strata-replay --format json|csv: a row per allocator with peak RSS and
+    the six size bands, the same numbers of calls in both."""
+    d = workdir("formats")
+    tr = os.path.join(d, "f.trace")
+    run([tool("strata-tracegen"), "random", "-o", tr, "--live", "200", "--ops", "5000",
+         "--sizes", "log:8:2000000"])
+    allocs = "glibc,strata" if os.path.exists(os.path.join(ARGS.bin, "..", "libstrata.so")) else "glibc"
+    doc = json.loads(run([tool("strata-replay"), tr, "--allocator", allocs, "--format", "json"]).stdout)
+    names = [a["allocator"] for a in doc["allocators"]]
+    if names != allocs.split(","):
+        fail("json: allocators %s" % names)
+    for a in doc["allocators"]:
+        if a["status"] != "ok" or not a["peak_rss_kib"] or a["peak_rss_kib"] < a["replay_rss_kib"]:
+            fail("json: bad row %s" % a)
+        bands = a["size_bands"]
+        if [b["band"] for b in bands] != doc["bands"] or len(bands) != 6:
+            fail("json: bands %s" % bands)
+        calls = sum(b["calls"] for b in bands)
+        if calls != 2 * 5200:
+            fail("json: %d calls over the bands, expected %d" % (calls, 2 * 5200))
+        if not all(b["ns_per_call"] is not None for b in bands[:5]):
+            fail("json: a used band without a time: %s" % bands)
+    rows = list(csv.DictReader(run([tool("strata-replay"), tr, "--allocator", allocs, "--format", "csv"])
+                               .stdout.splitlines()))
+    if [r["allocator"] for r in rows] != names or any(r["status"] != "ok" for r in rows):
+        fail("csv: rows %s" % rows)
+    for r in rows:
+        if sum(int(r["calls_" + m]) for m in ("le64", "le512", "le4k", "le64k", "le1m", "gt1m")) != 2 * 5200:
+            fail("csv: calls over the bands in %s" % r)
+        if int(r["peak_rss_kib"]) <= 0:
+            fail("csv: peak RSS %s" % r["peak_rss_kib"])
+    # With nothing named: the allocator in force, one row.
+    one = json.loads(run([tool("strata-replay"), tr, "--format", "json"]).stdout)
+    if len(one["allocators"]) != 1 or one["allocators"][0]["status"] != "ok":
+        fail("json without --allocator: %s" % one)
+    print("formats ok: %s" % ", ".join(names))
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -479,11 +717,14 @@ def main():
     if ARGS.preload and not os.path.exists(ARGS.preload):
         fail("preload library %s not built" % ARGS.preload)
     tests = {"fuzz": t_fuzz, "roundtrip": t_roundtrip, "crossthread": t_crossthread, "badinput": t_badinput,
-             "fork": t_fork, "exits": t_exits, "overhead": t_overhead}
+             "fork": t_fork, "exits": t_exits, "overhead": t_overhead, "outputs": t_outputs, "shim": t_shim,
+             "static": t_static, "hostile": t_hostile}
     if ARGS.test == "tracegen":
         t_tracegen()
     elif ARGS.test == "stats":
         t_stats()
+    elif ARGS.test == "formats":
+        t_formats()
     elif ARGS.test in tests and ARGS.prog:
         tests[ARGS.test](ARGS.prog)
     else:

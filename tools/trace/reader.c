@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_THREAD_NUMBER (1u << 22)
@@ -51,13 +53,57 @@ typedef struct {
     uint64_t mask, used;
 } addr_map;
 
+/* Addresses come from a file anyone can write, so the table's hash is keyed
+ * with a random secret (SipHash-1-3 of the one 8-byte address): no set of
+ * addresses collides on purpose, and probing stays O(1) per lookup.  A plain
+ * multiplicative hash let addresses differing only in high bits all land in
+ * one probe run, making a 4 MB trace take minutes. */
+static uint64_t sip_k0, sip_k1;
+
+#define ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                                   \
+    do {                                                                                           \
+        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                                  \
+        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                                     \
+        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                                     \
+        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                                  \
+    } while (0)
+
 static uint64_t hash_addr(uint64_t a)
 {
-    return (a >> 4) * 0x9e3779b97f4a7c15ull;
+    uint64_t v0 = sip_k0 ^ 0x736f6d6570736575ull, v1 = sip_k1 ^ 0x646f72616e646f6dull;
+    uint64_t v2 = sip_k0 ^ 0x6c7967656e657261ull, v3 = sip_k1 ^ 0x7465646279746573ull;
+    uint64_t last = 8ull << 56;
+    v3 ^= a;
+    SIPROUND;
+    v0 ^= a;
+    v3 ^= last;
+    SIPROUND;
+    v0 ^= last;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static void hash_key(void)
+{
+    if (sip_k0 | sip_k1)
+        return;
+    uint64_t k[2] = {0, 0};
+    if (getrandom(k, sizeof k, 0) != (ssize_t)sizeof k) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        k[0] = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+        k[1] = (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&k;
+    }
+    sip_k0 = k[0], sip_k1 = k[1] | 1;
 }
 
 static int map_init(addr_map *m, uint64_t cap)
 {
+    hash_key();
     m->s = mem_alloc(cap * sizeof(slot));
     m->mask = cap - 1;
     m->used = 0;
@@ -481,7 +527,9 @@ int trace_load(const char *path, trace *t, trace_visit_fn visit, void *ctx, char
     errbuf e = {err, errcap};
     memset(t, 0, sizeof *t);
     t->path = path;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is then
+     * refused below as not a regular file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return fail(&e, 0, "cannot open (%s)", strerror(errno));
     struct stat st;

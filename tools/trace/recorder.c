@@ -13,6 +13,8 @@
  * of the same pid already wrote one); a forked child reopens its own file.
  * Buffers are flushed when a thread exits, at process exit, at _exit, before
  * exec and on fatal signals.  Without STRATA_TRACE_FILE the library only passes calls on.
+ * With STRATA_TRACE_ROOT=<pid> only that process records (through its execs,
+ * e.g. a shim script exec'ing the real program); its children pass calls on.
  */
 #define _GNU_SOURCE
 #include "clock.h"
@@ -368,10 +370,29 @@ static void install_signal_handlers(void)
     }
 }
 
+/* STRATA_TRACE_ROOT: the one process to record; 0 when every process records. */
+static long root_pid;
+
+static long parse_pid(const char *s)
+{
+    long v = 0;
+    if (!s)
+        return 0;
+    for (; *s >= '0' && *s <= '9' && v < (1L << 40); s++)
+        v = v * 10 + (*s - '0');
+    return *s ? 0 : v;
+}
+
 static void after_fork_child(void)
 {
     if (__atomic_load_n(&state, __ATOMIC_RELAXED) != ST_RECORDING)
         return;
+    if (root_pid) { /* children are not recorded: pass calls on from now */
+        close(trace_fd);
+        trace_fd = -1;
+        __atomic_store_n(&state, ST_OFF, __ATOMIC_RELEASE);
+        return;
+    }
     /* The child owns only the forking thread; the other buffers hold the
      * parent's records, which the parent writes itself. */
     for (tbuf *b = registry; b; b = b->next) {
@@ -421,6 +442,9 @@ static void init(void)
     RESOLVE(malloc, "malloc");
     int next = ST_OFF;
     const char *path = getenv("STRATA_TRACE_FILE");
+    root_pid = parse_pid(getenv("STRATA_TRACE_ROOT"));
+    if (root_pid && root_pid != (long)getpid())
+        path = NULL;
     if (real.malloc && real.free && path && *path && strlen(path) < sizeof base_path) {
         strcpy(base_path, path);
         if (open_output() && pthread_key_create(&thread_key, thread_exit) == 0) {

@@ -2,6 +2,7 @@
  *
  *   strata-replay FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so|all|A,B,...]
  *                      [--touch none|page|full] [--by-size] [--quiet]
+ *                      [--format text|json|csv] [--max-live SIZE]
  *
  * With --allocator the tool re-executes itself with LD_PRELOAD set (with a
  * list, or "all", once per allocator, then prints a comparison); without
@@ -17,15 +18,23 @@
  * (/proc/self/clear_refs) once the trace is loaded, so "replay RSS" is what
  * the replayed heap cost above that baseline; fragmentation is that divided
  * by the trace's peak live bytes.
+ *
+ * A trace is input like any file: before anything is allocated, the trace's
+ * peak live bytes and its largest block are checked against --max-live
+ * (default: half the machine's RAM), so a trace claiming 8 GiB cannot push
+ * the machine into swap or the OOM killer.
  */
 #define _GNU_SOURCE
 #include "clock.h"
 #include "allocators.h"
 #include "mem.h"
 #include "reader.h"
+#include "units.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
@@ -279,37 +288,216 @@ static void print_by_size(const trace *t, const worker *workers, double ns_per_t
     }
 }
 
+/* ---- results: one per allocator, printed as text, JSON or CSV ---------- */
+
+enum { FMT_TEXT, FMT_JSON, FMT_CSV };
+
+typedef struct {
+    char name[64];
+    const char *status;   /* "ok", "FAILED", "not installed" */
+    double ms, ns, peak_kb, replay_kb, live_kb, frag;
+    double band_ns[BANDS], band_ops[BANDS];
+} result;
+
+static void result_init(result *r, const char *name)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->status = "FAILED";
+    r->ms = r->ns = r->peak_kb = r->replay_kb = r->live_kb = r->frag = NAN;
+    for (int b = 0; b < BANDS; b++)
+        r->band_ns[b] = NAN;
+}
+
+/* One "metric NAME VALUE" line of a replay into r. */
+static void result_metric(result *r, const char *line)
+{
+    char name[64];
+    double v;
+    if (sscanf(line, "metric %63s %lf", name, &v) != 2)
+        return;
+    if (!strcmp(name, "replay_ms")) r->ms = v;
+    else if (!strcmp(name, "ns_per_op")) r->ns = v;
+    else if (!strcmp(name, "peak_rss_kb")) r->peak_kb = v;
+    else if (!strcmp(name, "replay_rss_kb")) r->replay_kb = v;
+    else if (!strcmp(name, "peak_live_kb")) r->live_kb = v;
+    else if (!strcmp(name, "fragmentation")) r->frag = v;
+    for (int b = 0; b < BANDS; b++) {
+        if (!strncmp(name, "ns_per_op_", 10) && !strcmp(name + 10, band_metric[b])) r->band_ns[b] = v;
+        if (!strncmp(name, "ops_", 4) && !strcmp(name + 4, band_metric[b])) r->band_ops[b] = v;
+    }
+}
+
+/* A number for JSON and CSV: NaN (not measured) is null / empty. */
+static void put_num(double v, int fmt)
+{
+    if (isnan(v))
+        fputs(fmt == FMT_JSON ? "null" : "", stdout);
+    else
+        printf("%.*f", v == floor(v) && fabs(v) < 1e15 ? 0 : 3, v);
+}
+
+static void print_results(const result *rs, int n, int fmt, const char *path)
+{
+    static const char *const cols[] = {"replay_ms", "ns_per_call", "peak_rss_kib", "replay_rss_kib",
+                                       "peak_live_kib", "fragmentation"};
+    if (fmt == FMT_TEXT) {
+        printf("%-10s %12s %10s %14s %14s %14s  %s\n", "allocator", "replay ms", "ns/call", "peak RSS KiB",
+               "replay RSS KiB", "fragmentation", "check");
+        for (int i = 0; i < n; i++) {
+            const result *r = &rs[i];
+            if (isnan(r->ms))
+                printf("%-10s %12s %10s %14s %14s %14s  %s\n", r->name, "-", "-", "-", "-", "-", r->status);
+            else
+                printf("%-10s %12.1f %10.1f %14.0f %14.0f %14.3f  %s\n", r->name, r->ms, r->ns, r->peak_kb,
+                       r->replay_kb, r->frag, r->status);
+        }
+        printf("\nns per call by requested size (bytes)\n%-10s", "allocator");
+        for (int b = 0; b < BANDS; b++)
+            printf(" %9s", band_names[b]);
+        printf("\n");
+        for (int i = 0; i < n; i++) {
+            printf("%-10s", rs[i].name);
+            for (int b = 0; b < BANDS; b++)
+                isnan(rs[i].band_ns[b]) ? printf(" %9s", "-") : printf(" %9.1f", rs[i].band_ns[b]);
+            printf("\n");
+        }
+        return;
+    }
+    if (fmt == FMT_CSV) {
+        printf("trace,allocator,status");
+        for (int c = 0; c < 6; c++)
+            printf(",%s", cols[c]);
+        for (int b = 0; b < BANDS; b++)
+            printf(",ns_per_call_%s,calls_%s", band_metric[b], band_metric[b]);
+        printf("\n");
+    } else {
+        printf("{\"trace\":\"");
+        for (const char *c = path; *c; c++)
+            (*c == '"' || *c == '\\') ? printf("\\%c", *c) : (unsigned char)*c < 0x20 ? printf("\\u%04x", *c) : putchar(*c);
+        printf("\",\"bands\":[");
+        for (int b = 0; b < BANDS; b++)
+            printf("%s\"%s\"", b ? "," : "", band_names[b]);
+        printf("],\"allocators\":[");
+    }
+    for (int i = 0; i < n; i++) {
+        const result *r = &rs[i];
+        double v[6] = {r->ms, r->ns, r->peak_kb, r->replay_kb, r->live_kb, r->frag};
+        if (fmt == FMT_CSV) {
+            printf("\"");
+            for (const char *c = path; *c; c++)
+                *c == '"' ? printf("\"\"") : putchar(*c);
+            printf("\",%s,%s", r->name, r->status);
+            for (int c = 0; c < 6; c++) {
+                putchar(',');
+                put_num(v[c], fmt);
+            }
+            for (int b = 0; b < BANDS; b++) {
+                putchar(',');
+                put_num(r->band_ns[b], fmt);
+                putchar(',');
+                put_num(isnan(r->ms) ? NAN : r->band_ops[b], fmt);
+            }
+            printf("\n");
+            continue;
+        }
+        printf("%s{\"allocator\":\"%s\",\"status\":\"%s\"", i ? "," : "", r->name, r->status);
+        for (int c = 0; c < 6; c++) {
+            printf(",\"%s\":", cols[c]);
+            put_num(v[c], fmt);
+        }
+        printf(",\"size_bands\":[");
+        for (int b = 0; b < BANDS; b++) {
+            printf("%s{\"band\":\"%s\",\"ns_per_call\":", b ? "," : "", band_names[b]);
+            put_num(r->band_ns[b], fmt);
+            printf(",\"calls\":");
+            put_num(isnan(r->ms) ? NAN : r->band_ops[b], fmt);
+            printf("}");
+        }
+        printf("]}");
+    }
+    if (fmt == FMT_JSON)
+        printf("]}\n");
+}
+
+/* Whether name is an allocator strata-replay knows or a library path. */
+static int known_allocator(const char *name)
+{
+    static const char *const names[] = {"glibc", "system", "jemalloc", "tcmalloc", "mimalloc", "strata"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i]))
+            return 1;
+    return strchr(name, '/') != NULL;
+}
+
 /* --allocator a,b,... or all: replays once under each (a child per
  * allocator) and prints one comparison table: "would Strata help?" in one
  * command after strata-trace. */
-static int compare(const char *list, char **argv, int argc)
+static int compare(const char *list, char **argv, int argc, int fmt, const char *path)
 {
     char names[1024];
-    snprintf(names, sizeof names, "%s",
-             strcmp(list, "all") == 0 ? "glibc,jemalloc,tcmalloc,mimalloc,strata" : list);
-    printf("%-10s %12s %10s %14s %14s  %s\n", "allocator", "replay ms", "ns/call", "replay RSS KiB",
-           "fragmentation", "check");
-    int all_ok = 1;
-    for (char *save = NULL, *name = strtok_r(names, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        char lib[PATH_MAX];
-        if (!allocator_library(name, lib, sizeof lib)) {
-            printf("%-10s %12s %10s %14s %14s  %s\n", name, "-", "-", "-", "-", "not installed");
+    static const char all[] = "glibc,jemalloc,tcmalloc,mimalloc,strata";
+    if (strlen(list) >= sizeof names - sizeof all) {
+        fprintf(stderr, "%s: --allocator: list too long\n", prog);
+        return 2;
+    }
+    /* "all" names the usual five; missing ones are then only reported.  An
+     * allocator named on its own must be known and installed. */
+    names[0] = 0;
+    int from_all[64] = {0}, count = 0;
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *save = NULL, *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(name, "all")) {
+            for (int k = 0; k < 5; k++)
+                from_all[count + k] = 1;
+            count += 5;
+            strcat(names, names[0] ? "," : "");
+            strcat(names, all);
             continue;
         }
-        /* The same command line with this one allocator, --quiet. */
+        if (!known_allocator(name)) {
+            fprintf(stderr, "%s: --allocator: unknown allocator '%s' (known: glibc, jemalloc, tcmalloc, "
+                            "mimalloc, strata, all, or a path to a library)\n", prog, name);
+            return 2;
+        }
+        count++;
+        strcat(names, names[0] ? "," : "");
+        strcat(names, name);
+    }
+    if (count == 0 || count > 32) {
+        fprintf(stderr, "%s: --allocator: want 1 to 32 names, got %d\n", prog, count);
+        return 2;
+    }
+    result rs[64];
+    int n = 0, all_ok = 1;
+    for (char *save = NULL, *name = strtok_r(names, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        result *r = &rs[n];
+        result_init(r, name);
+        int mine = !from_all[n++];
+        char lib[PATH_MAX];
+        if (!allocator_library(name, lib, sizeof lib)) {
+            r->status = "not installed";
+            if (mine) {
+                fprintf(stderr, "%s: allocator %s: library %s not found\n", prog, name, lib);
+                all_ok = 0;
+            }
+            continue;
+        }
+        /* The same command line with this one allocator, --quiet, text. */
         char *args[64];
-        int n = 0;
-        for (int i = 0; i < argc && n < 60; i++) {
-            if (strcmp(argv[i], "--allocator") == 0 && i + 1 < argc) {
+        int k = 0;
+        for (int i = 0; i < argc && k < 56; i++) {
+            if ((!strcmp(argv[i], "--allocator") || !strcmp(argv[i], "--format")) && i + 1 < argc) {
                 i++;
                 continue;
             }
-            args[n++] = argv[i];
+            args[k++] = argv[i];
         }
-        args[n++] = "--allocator";
-        args[n++] = name;
-        args[n++] = "--quiet";
-        args[n] = NULL;
+        args[k++] = "--allocator";
+        args[k++] = name;
+        args[k++] = "--quiet";
+        args[k] = NULL;
         int fds[2];
         if (pipe(fds) != 0)
             return 2;
@@ -326,13 +514,9 @@ static int compare(const char *list, char **argv, int argc)
         close(fds[1]);
         FILE *f = fdopen(fds[0], "r");
         char line[512];
-        double ms = -1, ns = -1, rss = -1, frag = -1;
         int ok = 0;
         while (f && fgets(line, sizeof line, f)) {
-            sscanf(line, "metric replay_ms %lf", &ms);
-            sscanf(line, "metric ns_per_op %lf", &ns);
-            sscanf(line, "metric replay_rss_kb %lf", &rss);
-            sscanf(line, "metric fragmentation %lf", &frag);
+            result_metric(r, line);
             if (strncmp(line, "check ok", 8) == 0)
                 ok = 1;
         }
@@ -342,27 +526,41 @@ static int compare(const char *list, char **argv, int argc)
         waitpid(pid, &status, 0);
         ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         all_ok &= ok;
-        printf("%-10s %12.1f %10.1f %14.0f %14.3f  %s\n", name, ms, ns, rss, frag, ok ? "ok" : "FAILED");
+        r->status = ok ? "ok" : "FAILED";
     }
+    print_results(rs, n, fmt, path);
     return all_ok ? 0 : 1;
+}
+
+/* Half the machine's RAM: the default --max-live. */
+static uint64_t default_max_live(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 1ull << 32;
 }
 
 static void usage(int code)
 {
     fprintf(code ? stderr : stdout,
             "usage: %s FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so|all|A,B,...]\n"
-            "                    [--touch none|page|full] [--by-size] [--quiet]\n",
+            "                    [--touch none|page|full] [--by-size] [--quiet]\n"
+            "                    [--format text|json|csv] [--max-live SIZE]\n"
+            "--max-live: refuse traces whose live blocks exceed SIZE at any time (default: half the RAM)\n",
             prog);
     exit(code);
 }
 
 int main(int argc, char **argv)
 {
-    const char *path = NULL, *alloc_name = NULL, *touch_arg = NULL;
+    const char *path = NULL, *alloc_name = NULL, *touch_arg = NULL, *format_arg = NULL, *max_arg = NULL;
     int quiet = 0, by_size = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--allocator") == 0 && i + 1 < argc)
             alloc_name = argv[++i];
+        else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc)
+            format_arg = argv[++i];
+        else if (strcmp(argv[i], "--max-live") == 0 && i + 1 < argc)
+            max_arg = argv[++i];
         else if (strcmp(argv[i], "--touch") == 0 && i + 1 < argc)
             touch_arg = argv[++i];
         else if (strcmp(argv[i], "--quiet") == 0)
@@ -371,24 +569,53 @@ int main(int argc, char **argv)
             by_size = 1;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
             usage(0);
-        else if (argv[i][0] == '-' || path)
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "%s: unknown option %s (or a missing value)\n", prog, argv[i]);
             usage(2);
-        else
+        } else if (path) {
+            fprintf(stderr, "%s: one trace at a time (got %s and %s)\n", prog, path, argv[i]);
+            usage(2);
+        } else
             path = argv[i];
     }
-    if (!path)
+    if (!path) {
+        fprintf(stderr, "%s: no trace file given\n", prog);
         usage(2);
+    }
+    int fmt = FMT_TEXT;
+    if (format_arg) {
+        if (!strcmp(format_arg, "json")) fmt = FMT_JSON;
+        else if (!strcmp(format_arg, "csv")) fmt = FMT_CSV;
+        else if (strcmp(format_arg, "text")) {
+            fprintf(stderr, "%s: --format %s: want text, json or csv\n", prog, format_arg);
+            return 2;
+        }
+    }
+    uint64_t max_live = default_max_live();
+    if (max_arg && (units_parse(max_arg, UINT64_MAX, &max_live) != UNITS_OK || max_live == 0)) {
+        fprintf(stderr, "%s: --max-live %s: want a size in bytes > 0, e.g. 512m or 4g\n", prog, max_arg);
+        return 2;
+    }
     int touch = -1;
     if (touch_arg) {
         if (strcmp(touch_arg, "none") == 0) touch = TRACE_TOUCH_NONE;
         else if (strcmp(touch_arg, "page") == 0) touch = TRACE_TOUCH_PAGE;
         else if (strcmp(touch_arg, "full") == 0) touch = TRACE_TOUCH_FULL;
-        else usage(2);
+        else {
+            fprintf(stderr, "%s: --touch %s: want none, page or full\n", prog, touch_arg);
+            return 2;
+        }
     }
     char lib[PATH_MAX] = "";
-    if (alloc_name && (strchr(alloc_name, ',') || strcmp(alloc_name, "all") == 0))
-        return compare(alloc_name, argv, argc);
+    if (alloc_name && (strchr(alloc_name, ',') || strcmp(alloc_name, "all") == 0 || fmt != FMT_TEXT) &&
+        !getenv("STRATA_REPLAY_ALLOCATOR"))
+        return compare(alloc_name, argv, argc, fmt, path);
     if (alloc_name) {
+        if (!known_allocator(alloc_name)) {
+            fprintf(stderr, "%s: --allocator: unknown allocator '%s' (known: glibc, jemalloc, tcmalloc, "
+                            "mimalloc, strata, all, or a path to a library)\n", prog, alloc_name);
+            return 2;
+        }
         if (!allocator_library(alloc_name, lib, sizeof lib)) {
             fprintf(stderr, "%s: allocator %s: library %s not found\n", prog, alloc_name, lib);
             return 2;
@@ -407,13 +634,24 @@ int main(int argc, char **argv)
         touch = (int)t.touch;
 
     /* What a faithful replay must do, counted from the trace itself. */
-    uint64_t expect[TRACE_OP_COUNT] = {0};
+    uint64_t expect[TRACE_OP_COUNT] = {0}, largest = 0;
     for (uint32_t i = 0; i < t.nthreads; i++)
         for (uint64_t k = 0; k < t.threads[i].n; k++) {
             const trace_event *ev = &t.threads[i].ev[k];
             if (ev->op == TRACE_FREE ? ev->old_id != TRACE_ID_UNKNOWN : !(ev->flags & TRACE_EV_FAILED))
                 expect[ev->op]++;
+            if (ev->op != TRACE_FREE && !(ev->flags & TRACE_EV_FAILED) && ev->size > largest)
+                largest = ev->size;
         }
+    if (largest > max_live || t.peak_live_bytes > max_live) {
+        char a[32], b[32];
+        units_human(a, sizeof a, largest > max_live ? largest : t.peak_live_bytes);
+        units_human(b, sizeof b, max_live);
+        fprintf(stderr, "%s: %s: the trace needs %s %s, above the replay limit of %s (%s); "
+                        "raise it with --max-live SIZE\n", prog, path, a,
+                largest > max_live ? "in one block" : "live at once", b, max_arg ? "--max-live" : "half the RAM");
+        return 1;
+    }
 
     size_t slots_bytes = (t.nblocks + 1) * sizeof(void *);
     void **slots = mem_alloc(slots_bytes);
@@ -480,6 +718,24 @@ int main(int argc, char **argv)
     double frag = live_kb > 0 ? (double)replay_kb / live_kb : 0.0;
     const char *label = alloc_name ? alloc_name : (preload && *preload) ? preload : "default (nothing preloaded)";
 
+    if (fmt != FMT_TEXT) {
+        result r;
+        result_init(&r, alloc_name ? alloc_name : preload && *preload ? "preloaded" : "glibc");
+        int ok1 = failures == 0;
+        for (int op = 1; op < TRACE_OP_COUNT; op++)
+            ok1 &= done[op] == expect[op];
+        r.status = ok1 ? "ok" : "FAILED";
+        r.ms = total_ms;
+        r.ns = ops ? (double)op_ticks * ns_per_tick / (double)ops : 0.0;
+        r.peak_kb = (double)hwm_kb, r.replay_kb = (double)replay_kb, r.live_kb = live_kb, r.frag = frag;
+        for (int b = 0; b < BANDS; b++) {
+            r.band_ops[b] = (double)(an[b] + fn[b]);
+            if (an[b] + fn[b])
+                r.band_ns[b] = (double)(at[b] + ft[b]) * ns_per_tick / (double)(an[b] + fn[b]);
+        }
+        print_results(&r, 1, fmt, path);
+        return ok1 ? 0 : 1;
+    }
     if (!quiet) {
         printf("%s: %s\n", prog, path);
         printf("  program        %s\n", t.program[0] ? t.program : "?");
@@ -506,9 +762,11 @@ int main(int argc, char **argv)
     printf("metric ops %llu\n", (unsigned long long)ops);
     printf("metric ns_per_op %.2f\n", ops ? (double)op_ticks * ns_per_tick / (double)ops : 0.0);
     for (int b = 0; b < BANDS; b++)
-        if (an[b] + fn[b])
+        if (an[b] + fn[b]) {
             printf("metric ns_per_op_%s %.2f\n", band_metric[b],
                    (double)(at[b] + ft[b]) * ns_per_tick / (double)(an[b] + fn[b]));
+            printf("metric ops_%s %llu\n", band_metric[b], (unsigned long long)(an[b] + fn[b]));
+        }
     if (by_size)
         print_by_size(&t, workers, ns_per_tick);
     printf("metric peak_rss_kb %llu\n", (unsigned long long)hwm_kb);

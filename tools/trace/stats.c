@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "reader.h"
+#include "units.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 
 static const char *prog = "strata-trace-stats";
 
-#define SIZE_BUCKETS 65      /* 0, then (2^(k-1), 2^k] */
+#define SIZE_BUCKETS 66      /* 0, 1, then (2^(k-2), 2^(k-1)]; the last ends at 2^64 - 1 */
 #define LIFE_BUCKETS 9       /* decades from < 1 us to >= 10 s */
 #define ALIGN_BUCKETS 64
 #define SERIES_MAX 1024
@@ -43,6 +44,12 @@ typedef struct {
     uint64_t op_bytes[TRACE_OP_COUNT];
     int dump;
 } stats;
+
+/* The largest size of bucket k. */
+static uint64_t bucket_max(int k)
+{
+    return k == 0 ? 0 : k == SIZE_BUCKETS - 1 ? UINT64_MAX : 1ull << (k - 1);
+}
 
 static int size_bucket(uint64_t s)
 {
@@ -101,7 +108,9 @@ static void visit(void *ctx, uint32_t thread, const trace_event *ev, const trace
     if (ev->op != TRACE_FREE && !(ev->flags & TRACE_EV_FAILED) && (ev->op != TRACE_REALLOC || ev->size > 0)) {
         int b = size_bucket(ev->size);
         st->size_count[b]++;
-        st->size_bytes[b] += ev->size;
+        /* Saturating: a trace may claim sizes whose sum overflows. */
+        st->size_bytes[b] = st->size_bytes[b] + ev->size < st->size_bytes[b] ? UINT64_MAX
+                                                                              : st->size_bytes[b] + ev->size;
         if (ev->align)
             st->align_count[ev->align & (ev->align - 1) ? 0 : __builtin_ctz(ev->align)]++;
         if (ev->id) {
@@ -146,18 +155,6 @@ static void series_at(const stats *st, uint64_t at, uint64_t *bytes, uint64_t *b
     }
 }
 
-static void human(char *buf, size_t cap, uint64_t v)
-{
-    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double d = (double)v;
-    int u = 0;
-    while (d >= 1024 && u < 4) {
-        d /= 1024;
-        u++;
-    }
-    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", d, unit[u]);
-}
-
 static uint64_t releases_total(const trace *t)
 {
     return t->op_count[TRACE_FREE] - t->null_frees + t->op_count[TRACE_REALLOC];
@@ -198,8 +195,8 @@ static void print_text(const trace *t, const stats *st)
             snprintf(range, sizeof range, "%d", k);
         else
             snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)(1ull << (k - 2)) + 1,
-                     (unsigned long long)(1ull << (k - 1)));
-        human(a, sizeof a, st->size_bytes[k]);
+                     (unsigned long long)bucket_max(k));
+        units_human(a, sizeof a, st->size_bytes[k]);
         printf("  %-22s %12llu %12s\n", range, (unsigned long long)st->size_count[k], a);
     }
     for (int k = 0; k < ALIGN_BUCKETS; k++)
@@ -216,13 +213,13 @@ static void print_text(const trace *t, const stats *st)
             printf("  %-8s %12llu  %5.1f%%\n", life_names[k], (unsigned long long)st->life[k],
                    100.0 * (double)st->life[k] / (double)st->releases);
 
-    human(a, sizeof a, t->peak_live_bytes);
+    units_human(a, sizeof a, t->peak_live_bytes);
     printf("\nlive bytes over time (peak %s, %llu blocks, at %.3f ms)\n", a,
            (unsigned long long)t->peak_live_blocks, (double)st->peak_time / 1e6);
     for (int i = 1; i <= SERIES_OUT; i++) {
         uint64_t at = t->end_ns * (uint64_t)i / SERIES_OUT, by, bl;
         series_at(st, at, &by, &bl);
-        human(a, sizeof a, by);
+        units_human(a, sizeof a, by);
         int bar = t->peak_live_bytes ? (int)(40.0 * (double)by / (double)t->peak_live_bytes) : 0;
         printf("  %11.3f ms %12s %10llu  %.*s\n", (double)at / 1e6, a, (unsigned long long)bl, bar,
                "########################################");
@@ -297,7 +294,7 @@ static void print_json(const trace *t, const stats *st)
         if (!st->size_count[k])
             continue;
         printf("%s{\"max\":%llu,\"count\":%llu,\"bytes\":%llu}", first ? "" : ",",
-               k == 0 ? 0ull : (unsigned long long)1 << (k - 1), (unsigned long long)st->size_count[k],
+               (unsigned long long)bucket_max(k), (unsigned long long)st->size_count[k],
                (unsigned long long)st->size_bytes[k]);
         first = 0;
     }

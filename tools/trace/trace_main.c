@@ -1,15 +1,23 @@
 /* trace_main.c — strata-trace: runs a program with the recorder preloaded.
  *
- *   strata-trace -o FILE [--lib PATH] -- PROGRAM ARGS...
+ *   strata-trace -o FILE [--lib PATH] [--children] [--quiet] -- PROGRAM ARGS...
  *
  * The recorder writes one file per process, FILE.<pid> (see recorder.c).
- * When the program is done, the file of the process we started (the last
- * image it exec'd) becomes FILE; those of its children keep their suffix and
- * are listed.  The exit status is the program's (128 + signal if killed).
+ * By default only the process we start is recorded, through its execs: a
+ * shim script that execs the real program gives the real program's trace,
+ * and the shim's own images are dropped.  --children records every process
+ * below it too; their files keep their suffix and are listed.  When the
+ * program is done, the last image's file is renamed over FILE (never over a
+ * symbolic link or a non-regular file: outfile.h).  The exit status is the
+ * program's (128 + signal if killed).
  */
 #define _GNU_SOURCE
+#include "outfile.h"
+
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -26,9 +34,9 @@ static const char *prog = "strata-trace";
 static void usage(int code)
 {
     fprintf(code ? stderr : stdout,
-            "usage: %s -o FILE [--lib PATH] [--quiet] -- PROGRAM [ARGS...]\n"
+            "usage: %s -o FILE [--lib PATH] [--children] [--quiet] -- PROGRAM [ARGS...]\n"
             "Runs PROGRAM with the Strata recorder preloaded and writes its allocation trace\n"
-            "to FILE (forked children: FILE.<pid>).  See docs/tools.md.\n",
+            "to FILE; with --children, its child processes' too (FILE.<pid>).  See docs/tools.md.\n",
             prog);
     exit(code);
 }
@@ -83,10 +91,55 @@ static long suffix_of(const char *name, const char *base, long *pid)
     return (end == s || *end != 0) ? -1 : n;
 }
 
+/* PROGRAM as execvp would find it, or NULL. */
+static const char *find_program(const char *name, char *out, size_t cap)
+{
+    if (strchr(name, '/'))
+        return snprintf(out, cap, "%s", name) < (int)cap ? out : NULL;
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : "/usr/bin:/bin"; p && *p;) {
+        const char *colon = strchr(p, ':');
+        size_t len = colon ? (size_t)(colon - p) : strlen(p);
+        snprintf(out, cap, "%.*s/%s", (int)len, len ? p : ".", name);
+        if (access(out, X_OK) == 0 && exists(out))
+            return out;
+        p = colon ? colon + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* 1 when PATH is an ELF executable without a program interpreter: statically
+ * linked, so no preload library can enter it.  Scripts and unreadable files: 0. */
+static int statically_linked(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    Elf64_Ehdr eh;
+    int is_static = 0;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 4096) {
+        is_static = 1;
+        for (unsigned k = 0; k < eh.e_phnum; k++) {
+            Elf64_Phdr ph;
+            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + k * sizeof ph)) != (ssize_t)sizeof ph) {
+                is_static = 0;
+                break;
+            }
+            if (ph.p_type == PT_INTERP) {
+                is_static = 0;
+                break;
+            }
+        }
+    }
+    close(fd);
+    return is_static;
+}
+
 int main(int argc, char **argv)
 {
     const char *out = NULL, *lib = NULL;
-    int quiet = 0, i;
+    int quiet = 0, children = 0, i;
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) {
             i++;
@@ -97,15 +150,24 @@ int main(int argc, char **argv)
             lib = argv[++i];
         else if (strcmp(argv[i], "--quiet") == 0)
             quiet = 1;
+        else if (strcmp(argv[i], "--children") == 0)
+            children = 1;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
             usage(0);
-        else if (argv[i][0] == '-')
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "%s: unknown option %s (or a missing value)\n", prog, argv[i]);
             usage(2);
-        else
+        } else
             break;
     }
-    if (!out || i >= argc)
+    if (!out) {
+        fprintf(stderr, "%s: -o FILE is required\n", prog);
         usage(2);
+    }
+    if (i >= argc) {
+        fprintf(stderr, "%s: no program to run\n", prog);
+        usage(2);
+    }
 
     char recorder[PATH_MAX];
     if (lib)
@@ -120,15 +182,22 @@ int main(int argc, char **argv)
         return 2;
     }
     /* Absolute output path: the program may change directory. */
-    char dirbuf[PATH_MAX], basebuf[PATH_MAX], absdir[PATH_MAX];
-    snprintf(dirbuf, sizeof dirbuf, "%s", out);
-    snprintf(basebuf, sizeof basebuf, "%s", out);
-    const char *base = basename(basebuf);
-    if (!realpath(dirname(dirbuf), absdir)) {
-        fprintf(stderr, "%s: %s: directory: %s\n", prog, out, strerror(errno));
+    char absdir[PATH_MAX];
+    if (outfile_check(prog, "-o", out, absdir) != 0)
+        return 2;
+    const char *slash = strrchr(out, '/');
+    const char *base = slash ? slash + 1 : out;
+    snprintf(abs_out, sizeof abs_out, "%s/%s", absdir, base);
+    char exe[PATH_MAX];
+    if (!find_program(argv[i], exe, sizeof exe)) {
+        fprintf(stderr, "%s: %s: program not found\n", prog, argv[i]);
+        return 127;
+    }
+    if (statically_linked(exe)) {
+        fprintf(stderr, "%s: %s is statically linked: the recorder cannot be preloaded into it "
+                        "(build it with dynamic linking to trace it)\n", prog, exe);
         return 2;
     }
-    snprintf(abs_out, sizeof abs_out, "%s/%s", absdir, base);
 
     time_t started = time(NULL);
     pid_t child = fork();
@@ -145,6 +214,13 @@ int main(int argc, char **argv)
             _exit(127);
         setenv("LD_PRELOAD", preload, 1);
         setenv("STRATA_TRACE_FILE", abs_out, 1);
+        if (children) {
+            unsetenv("STRATA_TRACE_ROOT");
+        } else {
+            char pid[24];
+            snprintf(pid, sizeof pid, "%ld", (long)getpid());
+            setenv("STRATA_TRACE_ROOT", pid, 1);
+        }
         execvp(argv[i], argv + i);
         fprintf(stderr, "%s: cannot run %s: %s\n", prog, argv[i], strerror(errno));
         _exit(127);
@@ -177,27 +253,41 @@ int main(int argc, char **argv)
             closedir(d);
         return code ? code : 2;
     }
-    if (rename(best_name, abs_out) != 0) {
-        fprintf(stderr, "%s: rename %s: %s\n", prog, best_name, strerror(errno));
+    if (outfile_rename(prog, "-o", best_name, abs_out) != 0) {
+        fprintf(stderr, "%s: the trace stays in %s\n", prog, best_name);
         closedir(d);
         return 2;
     }
-    if (!quiet) {
-        struct stat st;
-        stat(abs_out, &st);
-        fprintf(stderr, "%s: wrote %s (%lld bytes)\n", prog, out, (long long)st.st_size);
-        rewinddir(d);
-        while ((de = readdir(d))) {
-            long pid;
-            char path[2 * PATH_MAX + 2];
-            if (suffix_of(de->d_name, base, &pid) < 0)
-                continue;
-            snprintf(path, sizeof path, "%s/%s", absdir, de->d_name);
-            if (stat(path, &st) == 0 && st.st_mtime >= started)
-                fprintf(stderr, "%s: also wrote %s (process %ld, %lld bytes)\n", prog, path, pid,
-                        (long long)st.st_size);
+    /* The earlier images of the started process (a shim before its exec):
+     * not the program asked for, unless every process was asked for. */
+    unsigned listed = 0, more = 0;
+    struct stat st;
+    if (!quiet)
+        fprintf(stderr, "%s: wrote %s (%lld bytes)\n", prog, out,
+                stat(abs_out, &st) == 0 ? (long long)st.st_size : -1LL);
+    rewinddir(d);
+    while ((de = readdir(d))) {
+        long pid;
+        char path[2 * PATH_MAX + 2];
+        if (suffix_of(de->d_name, base, &pid) < 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", absdir, de->d_name);
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_mtime < started)
+            continue;
+        if (!children && pid == child) {
+            unlink(path);
+            continue;
         }
+        if (!children || quiet)
+            continue;
+        if (listed++ < 10)
+            fprintf(stderr, "%s: also wrote %s (process %ld, %lld bytes)\n", prog, path, pid,
+                    (long long)st.st_size);
+        else
+            more++;
     }
+    if (more)
+        fprintf(stderr, "%s: and %u more files %s.<pid> of child processes\n", prog, more, out);
     closedir(d);
     if (code && !quiet)
         fprintf(stderr, "%s: %s exited with status %d\n", prog, argv[i], code);

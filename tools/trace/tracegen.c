@@ -13,6 +13,8 @@
  */
 #define _GNU_SOURCE
 #include "format.h"
+#include "outfile.h"
+#include "units.h"
 
 #include <errno.h>
 #include <math.h>
@@ -35,11 +37,22 @@ static void usage(int code)
     exit(code);
 }
 
+static outfile output;   /* removed if we stop half-way */
+
 static void die(const char *what, const char *arg)
 {
     fprintf(stderr, "%s: %s: %s\n", prog, what, arg);
+    outfile_discard(&output);
     exit(2);
 }
+
+/* Caps: the output and this tool's own memory stay bounded whatever the
+ * arguments (a pool entry is 16 bytes per live block, a record about 2
+ * bytes on disk). */
+#define MAX_LIVE 10000000ull          /* --live, --count */
+#define MAX_OPS 100000000ull          /* --ops */
+#define MAX_RECORDS 250000000ull      /* whole trace: about 500 MB */
+#define MAX_BLOCK (1ull << 40)        /* any one size: 1 TiB */
 
 /* ---- seeded PRNG (xoshiro256**, seeded with splitmix64) ----------------- */
 
@@ -85,31 +98,40 @@ static uint64_t rng_below(uint64_t n)
 
 /* ---- arguments -------------------------------------------------------- */
 
+/* A whole number for option opt (units.h), at most max; dies naming it. */
+static uint64_t parse_num(const char *opt, const char *s, uint64_t max)
+{
+    char why[160];
+    uint64_t v = 0;
+    switch (units_parse(s, max, &v)) {
+    case UNITS_OK:
+        return v;
+    case UNITS_NOT_WHOLE:
+        snprintf(why, sizeof why, "%s %s: not a whole number", opt, s);
+        die("bad value", why);
+        break;
+    case UNITS_TOO_LARGE:
+        snprintf(why, sizeof why, "%s %s: above the limit of %llu", opt, s, (unsigned long long)max);
+        die("value out of range", why);
+        break;
+    default:
+        snprintf(why, sizeof why, "%s %s: want a whole number >= 0 (suffixes k, m, g, t)", opt, s);
+        die("bad value", why);
+    }
+    return 0;
+}
+
+/* Sizes inside --sizes. */
 static uint64_t parse_size(const char *s)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || v < 0)
-        die("bad number", s);
-    switch (*end) {
-    case 'k': case 'K': v *= 1024; end++; break;
-    case 'm': case 'M': v *= 1024 * 1024; end++; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end == 'b' || *end == 'B')
-        end++;
-    if (*end)
-        die("bad number", s);
-    return (uint64_t)v;
+    return parse_num("--sizes", s, MAX_BLOCK);
 }
 
 static double parse_fraction(const char *s)
 {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || *end || v < 0 || v > 1)
+    if (end == s || *end || !isfinite(v) || v < 0 || v > 1)
         die("not a fraction in [0,1]", s);
     return v;
 }
@@ -187,9 +209,9 @@ static void writer_open(writer *w, const char *path, uint32_t nthreads, int touc
 {
     memset(w, 0, sizeof *w);
     w->path = path;
-    w->f = fopen(path, "wb");
-    if (!w->f)
-        die(strerror(errno), path);
+    if (outfile_open(&output, prog, "-o", path) != 0)
+        exit(2);
+    w->f = output.f;
     w->nthreads = nthreads;
     w->chunks = calloc(nthreads, sizeof(trace_chunk));
     w->next_addr = 0x100000000ull;
@@ -217,6 +239,12 @@ static void writer_open(writer *w, const char *path, uint32_t nthreads, int touc
 
 static void emit(writer *w, uint32_t thread, trace_record *r)
 {
+    if (w->seq > MAX_RECORDS) {
+        char why[96];
+        snprintf(why, sizeof why, "more than %llu records; ask for fewer operations or sizes",
+                 (unsigned long long)MAX_RECORDS);
+        die("trace too long", why);
+    }
     trace_chunk *c = &w->chunks[thread];
     r->time_ns = r->seq * 100;   /* a made-up clock: 100 ns per call */
     if (!trace_chunk_add(c, r)) {
@@ -259,8 +287,10 @@ static void writer_close(writer *w)
     }
     uint8_t end[TRACE_END_SIZE];
     trace_end_encode(end, w->nchunks, w->nrecords, 1000000000ull);   /* ticks are ns */
-    if (fwrite(end, 1, sizeof end, w->f) != sizeof end || fclose(w->f) != 0)
+    if (fwrite(end, 1, sizeof end, w->f) != sizeof end)
         die("write failed", w->path);
+    if (outfile_commit(&output) != 0)
+        exit(2);
     free(w->chunks);
     fprintf(stderr, "%s: wrote %s (%llu records, %u threads)\n", prog, w->path,
             (unsigned long long)w->nrecords, w->nthreads);
@@ -334,27 +364,41 @@ static void gen_random(writer *w, uint64_t live, uint64_t ops, const size_dist *
     free(pools);
 }
 
+/* The sizes of a sweep: min to max, `steps` per doubling, each once; of each
+ * size count_max blocks, fewer if they would pass `budget` bytes (at least 1). */
+typedef struct {
+    uint64_t min, max, count_max, budget, last;
+    unsigned steps, k;
+} sweep_iter;
+
+static int sweep_next(sweep_iter *it, uint64_t *size, uint64_t *count)
+{
+    for (;;) {
+        uint64_t s = (uint64_t)llround((double)it->min * pow(2.0, (double)it->k++ / it->steps));
+        if (s > it->max)
+            return 0;
+        if (s == it->last)
+            continue;
+        it->last = s;
+        uint64_t c = it->budget / s < it->count_max ? it->budget / s : it->count_max;
+        *size = s;
+        *count = c ? c : 1;
+        return 1;
+    }
+}
+
 /* Sizes from min to max, `steps` per doubling; of each size `count` blocks
  * (fewer if they would pass `budget` bytes) are made, then freed. */
 static void gen_sweep(writer *w, uint64_t min, uint64_t max, unsigned steps, uint64_t count_max,
                       uint64_t budget)
 {
-    uint64_t count = count_max;
-    uint64_t *addrs = malloc(count * sizeof(uint64_t));
+    uint64_t *addrs = malloc(count_max * sizeof(uint64_t));
     if (!addrs)
         die("out of memory", "sweep");
     for (uint32_t t = 0; t < w->nthreads; t++) {
-        uint64_t last = 0;
-        for (unsigned k = 0;; k++) {
-            uint64_t s = (uint64_t)llround((double)min * pow(2.0, (double)k / steps));
-            if (s > max)
-                break;
-            if (s == last)
-                continue;
-            last = s;
-            count = budget / s < count_max ? budget / s : count_max;
-            if (count == 0)
-                count = 1;
+        sweep_iter it = {.min = min, .max = max, .count_max = count_max, .budget = budget, .steps = steps};
+        uint64_t s, count;
+        while (sweep_next(&it, &s, &count)) {
             for (uint64_t i = 0; i < count; i++)
                 addrs[i] = gen_malloc(w, t, s);
             for (uint64_t i = 0; i < count; i++)
@@ -412,6 +456,27 @@ static void gen_ml(writer *w, unsigned iters, unsigned layers, uint64_t tensor)
     free(weights); free(opt); free(acts); free(grads); free(wsize); free(asize);
 }
 
+/* Records a sweep will write, counted as gen_sweep walks (stops past the cap). */
+static uint64_t sweep_records(uint64_t min, uint64_t max, unsigned steps, uint64_t count_max, uint64_t budget,
+                              uint64_t threads)
+{
+    sweep_iter it = {.min = min, .max = max, .count_max = count_max, .budget = budget, .steps = steps};
+    uint64_t total = 0, s, count;
+    while (total <= MAX_RECORDS && sweep_next(&it, &s, &count))
+        total += 2 * count * threads;
+    return total;
+}
+
+static void check_planned(uint64_t records)
+{
+    if (records > MAX_RECORDS) {
+        char why[128];
+        snprintf(why, sizeof why, "more than %llu records; ask for fewer operations or sizes",
+                 (unsigned long long)MAX_RECORDS);
+        die("trace too long", why);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -433,33 +498,38 @@ int main(int argc, char **argv)
             continue;
         }
         if (!v)
-            usage(2);
+            die("missing value or unknown option", a);
         if (strcmp(a, "-o") == 0) out = v;
-        else if (strcmp(a, "--live") == 0) live = parse_size(v);
-        else if (strcmp(a, "--ops") == 0) ops = parse_size(v);
+        else if (strcmp(a, "--live") == 0) live = parse_num(a, v, MAX_LIVE);
+        else if (strcmp(a, "--ops") == 0) ops = parse_num(a, v, MAX_OPS);
         else if (strcmp(a, "--sizes") == 0) sizes = parse_dist(v);
-        else if (strcmp(a, "--threads") == 0) threads = parse_size(v);
+        else if (strcmp(a, "--threads") == 0) threads = parse_num(a, v, 4096);
         else if (strcmp(a, "--cross") == 0) cross = parse_fraction(v);
         else if (strcmp(a, "--realloc") == 0) realloc_share = parse_fraction(v);
-        else if (strcmp(a, "--seed") == 0) seed = parse_size(v);
-        else if (strcmp(a, "--min") == 0) min = parse_size(v);
-        else if (strcmp(a, "--max") == 0) max = parse_size(v);
-        else if (strcmp(a, "--steps") == 0) steps = parse_size(v);
-        else if (strcmp(a, "--count") == 0) count = parse_size(v);
-        else if (strcmp(a, "--budget") == 0) budget = parse_size(v);
-        else if (strcmp(a, "--iters") == 0) iters = parse_size(v);
-        else if (strcmp(a, "--layers") == 0) layers = parse_size(v);
-        else if (strcmp(a, "--tensor") == 0) tensor = parse_size(v);
+        else if (strcmp(a, "--seed") == 0) seed = parse_num(a, v, UINT64_MAX);
+        else if (strcmp(a, "--min") == 0) min = parse_num(a, v, MAX_BLOCK);
+        else if (strcmp(a, "--max") == 0) max = parse_num(a, v, MAX_BLOCK);
+        else if (strcmp(a, "--steps") == 0) steps = parse_num(a, v, 64);
+        else if (strcmp(a, "--count") == 0) count = parse_num(a, v, MAX_LIVE);
+        else if (strcmp(a, "--budget") == 0) budget = parse_num(a, v, UINT64_MAX);
+        else if (strcmp(a, "--iters") == 0) iters = parse_num(a, v, 1000000);
+        else if (strcmp(a, "--layers") == 0) layers = parse_num(a, v, 4096);
+        else if (strcmp(a, "--tensor") == 0) tensor = parse_num(a, v, MAX_BLOCK / 8);
         else die("unknown option", a);
         i++;
     }
-    if (!out)
+    if (!out) {
+        fprintf(stderr, "%s: -o FILE is required\n", prog);
         usage(2);
+    }
+    if (strcmp(kind, "random") && strcmp(kind, "sweep") && strcmp(kind, "ml"))
+        die("unknown kind (random, sweep, ml)", kind);
     rng_seed(seed);
     writer w;
     if (strcmp(kind, "random") == 0) {
         if (threads == 0) threads = 1;
         if (threads > 4096) die("too many threads", "--threads");
+        check_planned(2 * live + 2 * ops);
         writer_open(&w, out, (uint32_t)threads, TRACE_TOUCH_PAGE, argc, argv);
         gen_random(&w, live, ops, &sizes, cross, realloc_share, keep);
     } else if (strcmp(kind, "sweep") == 0) {
@@ -467,11 +537,13 @@ int main(int argc, char **argv)
         if (threads > 4096) die("too many threads", "--threads");
         if (min == 0 || min > max || steps == 0 || steps > 64 || count == 0)
             die("bad sweep range", "--min/--max/--steps/--count");
+        check_planned(sweep_records(min, max, (unsigned)steps, count, budget, threads));
         writer_open(&w, out, (uint32_t)threads, TRACE_TOUCH_PAGE, argc, argv);
         gen_sweep(&w, min, max, (unsigned)steps, count, budget);
     } else if (strcmp(kind, "ml") == 0) {
         if (layers == 0 || layers > 4096 || tensor < 4096 || iters == 0)
             die("bad ml shape", "--layers/--tensor/--iters");
+        check_planned(iters * (8 * layers + 4) + 4 * layers);
         writer_open(&w, out, 2, TRACE_TOUCH_PAGE, argc, argv);
         gen_ml(&w, (unsigned)iters, (unsigned)layers, tensor);
     } else {

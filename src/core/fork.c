@@ -1,16 +1,17 @@
 /* fork.c — fork safety.  Before fork every Strata lock is taken, in this
  * order, so the child never inherits a lock held by a thread it does not
  * have:
- *   1. segment locks (abandoned list, then segment cache)   src/core/segment.c
- *   2. heap registry                                         src/core/heap.c
+ *   1. segment locks (abandoned list, then segment cache)   segment.c
+ *   2. heap registry                                         heap.c
  *   3. large tier                                            src/large/
- * The parent releases them; the child re-initialises them and abandons the
- * heaps of the threads that did not follow it into the child, so memory
- * those threads allocated can be freed (and reused) in the child.
+ * The parent releases them; the child re-initialises them and forgets the
+ * heaps of the threads that did not follow it (heap_fork_child says why it
+ * must not touch them).  Installed by process start-up (process.c) once
+ * malloc works, since pthread_atfork may allocate.
  */
 #include <pthread.h>
 
-#include "../core/internal.h"
+#include "internal.h"
 #include "../large/large.h"
 
 static void prepare(void) {

@@ -1,0 +1,47 @@
+/* pagemap.c — filling and clearing the page map (see pagemap.h).  Second-
+ * level tables come from the OS layer on first use and are never freed:
+ * at most one per 2 GiB of address space that ever held a segment. */
+#include "internal.h"
+
+#include <errno.h>
+
+pagemap_t pagemap;
+
+#define L2_BYTES (sizeof(uintptr_t) << PAGEMAP_L2_BITS)
+
+/* The second-level table for address a, made on first use.  Installed
+ * with a CAS, not under a lock, so fork can never catch it half done. */
+static uintptr_t *l2_for(uintptr_t a, bool create) {
+    size_t i = (a >> (PAGEMAP_GRANULE_SHIFT + PAGEMAP_L2_BITS)) & (((uintptr_t)1 << PAGEMAP_L1_BITS) - 1);
+    uintptr_t e = __atomic_load_n(&pagemap.l1[i], __ATOMIC_ACQUIRE);
+    if (!e && create) {
+        uintptr_t *t = os_alloc_aligned(L2_BYTES, os_page_size());
+        if (!t) return NULL;
+        uintptr_t want = (uintptr_t)t - (uintptr_t)pagemap.empty_l2;
+        if (__atomic_compare_exchange_n(&pagemap.l1[i], &e, want, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) e = want;
+        else os_free(t, L2_BYTES);   /* another thread won; e is its table */
+    }
+    return e ? (uintptr_t *)((uintptr_t)pagemap.empty_l2 + e) : NULL;
+}
+
+int pagemap_set(const void *addr, size_t size, page_t *(*page_at)(const void *seg, size_t granule), const void *seg) {
+    uintptr_t a = (uintptr_t)addr;
+    for (size_t g = 0; g < (size >> PAGEMAP_GRANULE_SHIFT); g++) {
+        uintptr_t x = a + (g << PAGEMAP_GRANULE_SHIFT);
+        uintptr_t *l2 = l2_for(x, true);
+        if (!l2) return ENOMEM;
+        page_t *page = page_at(seg, g);
+        uintptr_t e = page ? (uintptr_t)page - (uintptr_t)&pagemap.foreign : 0;
+        __atomic_store_n(&l2[(x >> PAGEMAP_GRANULE_SHIFT) & (((uintptr_t)1 << PAGEMAP_L2_BITS) - 1)], e, __ATOMIC_RELEASE);
+    }
+    return 0;
+}
+
+void pagemap_clear(const void *addr, size_t size) {
+    uintptr_t a = (uintptr_t)addr;
+    for (size_t g = 0; g < (size >> PAGEMAP_GRANULE_SHIFT); g++) {
+        uintptr_t x = a + (g << PAGEMAP_GRANULE_SHIFT);
+        uintptr_t *l2 = l2_for(x, false);
+        if (l2) __atomic_store_n(&l2[(x >> PAGEMAP_GRANULE_SHIFT) & (((uintptr_t)1 << PAGEMAP_L2_BITS) - 1)], 0, __ATOMIC_RELEASE);
+    }
+}

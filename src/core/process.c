@@ -1,0 +1,61 @@
+/* process.c — start-up: options first (straight from environ, since the
+ * first malloc may come before libc's constructors), the per-process
+ * secret, the segment map and the thread-exit key; then, once malloc works,
+ * the fork handlers (pthread_atfork may allocate).  Runs on the first
+ * allocation or from the library constructor below, whichever comes first,
+ * exactly once.  The constructor also gives the main thread its heap and
+ * registers the exit-time statistics.  (It lives here, in the allocator,
+ * so a static link that pulls in malloc pulls it in too.)
+ *
+ * strata_check_mode and strata_secret are written here, before
+ * strata_ready is published with release order; every thread reads them
+ * after it saw strata_ready (acquire), or after its own call here.
+ */
+#include "internal.h"
+
+#include <sched.h>
+#include <stdlib.h>
+
+#include "../stats/stats.h"
+
+_Atomic(bool) strata_ready;
+bool strata_check_mode;
+uint64_t strata_secret;
+
+void heap_init_process(void);
+void fork_handlers_install(void);
+void stats_source_register(void);
+
+static _Atomic int init_state;   /* 0 none, 1 running, 2 done */
+
+void strata_process_init(void) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
+        while (atomic_load(&init_state) != 2) sched_yield();
+        return;
+    }
+    options_init();
+    strata_check_mode = opt(STRATA_OPTION_CHECK) != 0;
+    strata_secret = os_random_u64();
+    if (segmap_init() != 0) strata_fatal("cannot map the segment map");
+    heap_init_process();
+    stats_source_register();
+    atomic_store_explicit(&strata_ready, true, memory_order_release);
+    atomic_store(&init_state, 2);
+    fork_handlers_install();   /* only now: it may call malloc */
+    if (opt(STRATA_OPTION_VERBOSE)) {
+        strata_message("strata: version %d.%d.%d, %d NUMA node(s)\n", STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR,
+                       STRATA_VERSION_PATCH, os_numa_node_count());
+        options_print();
+    }
+}
+
+static void at_exit(void) {
+    if (opt(STRATA_OPTION_SHOW_STATS)) stats_print_at_exit();
+}
+
+__attribute__((constructor(101))) static void strata_constructor(void) {
+    if (!atomic_load_explicit(&strata_ready, memory_order_acquire)) strata_process_init();
+    heap_get_or_init();     /* the main thread's heap, so its frees are local */
+    atexit(at_exit);
+}
