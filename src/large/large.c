@@ -27,7 +27,6 @@
 #include "../options/options.h"
 #include "../os/os.h"
 #include "../stats/stats.h"
-#include "../storage/preload.h"
 
 #ifndef LARGE_STRIPES
 #define LARGE_STRIPES 4   /* -DLARGE_STRIPES=1 builds the single-lock tier, for comparison */
@@ -270,10 +269,6 @@ void *large_alloc(size_t size, size_t align, bool zero) {
         errno = ENOMEM;
         return NULL;
     }
-    /* Storage-backed memory, preload mode (src/storage/preload.c): big
-     * blocks go there when STRATA_SB_DIR is set; they read as zero. */
-    void *sbp = sb_preload_alloc(size, align);
-    if (sbp) return sbp;
     size_t usable = 0;
     bool clean = false;
     stripe_t *home = my_home();
