@@ -51,15 +51,25 @@ typedef struct stripe_s {
 
 static stripe_t stripes[LARGE_STRIPES] = {[0 ... LARGE_STRIPES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 
-/* The table of reservations, scanned without a lock by free().  A slot is
- * filled (stripe, base, then end with release order) before any block of
- * its range is handed out, and emptied (end, then base) only when its range
- * holds no block; a reader that sees a slot's end also sees its base, so a
- * valid pointer is only ever matched against its own range. */
+/* The table of reservations, scanned without a lock by free().  Each slot
+ * is one word — base and length in 4 MiB units, and the stripe — so a reader
+ * sees the three of one reservation, never the base of one and the end of
+ * another (slots are emptied and reused while other threads look).  A slot
+ * is filled (release) before any block of its range is handed out, and
+ * emptied only when its range holds no block, so a valid pointer always
+ * finds its own range. */
 typedef struct region_s {
-    _Atomic(uintptr_t) base, end;
-    _Atomic(int) stripe;
+    _Atomic(uint64_t) word;    /* 0: empty */
 } region_t;
+_Static_assert(LARGE_STRIPES <= 4, "two bits of a region word name the stripe");
+#define REGION_LEN_BITS 29
+static inline uint64_t region_word(uintptr_t base, size_t len, int stripe) {
+    return ((uint64_t)(base >> SEGMENT_SHIFT) << 32) | ((uint64_t)(len >> SEGMENT_SHIFT) << 3) | 4u | (uint64_t)stripe;
+}
+static inline uintptr_t region_base(uint64_t w) { return (uintptr_t)(w >> 32) << SEGMENT_SHIFT; }
+static inline size_t region_len(uint64_t w) {
+    return (size_t)((w >> 3) & (((uint64_t)1 << REGION_LEN_BITS) - 1)) << SEGMENT_SHIFT;
+}
 static region_t regions[LARGE_MAX_REGIONS];
 static _Atomic(size_t) region_count;
 static pthread_mutex_t region_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -115,11 +125,11 @@ static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     pthread_mutex_lock(&region_lock);
     size_t n = atomic_load_explicit(&region_count, memory_order_relaxed), slot = n;
     for (size_t i = 0; i < n; i++)
-        if (!atomic_load_explicit(&regions[i].end, memory_order_relaxed)) {
+        if (!atomic_load_explicit(&regions[i].word, memory_order_relaxed)) {
             slot = i;   /* a slot given back earlier */
             break;
         }
-    if (slot >= LARGE_MAX_REGIONS) {
+    if (slot >= LARGE_MAX_REGIONS || (l >> SEGMENT_SHIFT) >= ((size_t)1 << REGION_LEN_BITS)) {
         pthread_mutex_unlock(&region_lock);
         segmap_set(base, l, SEGMAP_NONE);
         os_free(base, l);
@@ -130,10 +140,8 @@ static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
      * out even where THP is on system-wide; auto leaves the kernel's default. */
     long huge = opt(STRATA_OPTION_HUGEPAGES);
     if (huge != STRATA_HUGEPAGES_AUTO) os_advise_huge(base, l, huge == STRATA_HUGEPAGES_ALWAYS);
-    region_t *r = &regions[slot];
-    atomic_store_explicit(&r->stripe, (int)(st - stripes), memory_order_relaxed);
-    atomic_store_explicit(&r->base, (uintptr_t)base, memory_order_relaxed);
-    atomic_store_explicit(&r->end, (uintptr_t)base + l, memory_order_release);
+    atomic_store_explicit(&regions[slot].word, region_word((uintptr_t)base, l, (int)(st - stripes)),
+                          memory_order_release);
     if (slot == n) atomic_store_explicit(&region_count, n + 1, memory_order_release);
     stat_add(&stats.reserved, l);
     pthread_mutex_unlock(&region_lock);
@@ -151,10 +159,8 @@ static void region_shrink(void *base, size_t len, void *ctx) {
     pthread_mutex_lock(&region_lock);
     size_t n = atomic_load_explicit(&region_count, memory_order_relaxed);
     for (size_t i = 0; i < n; i++)
-        if (atomic_load_explicit(&regions[i].base, memory_order_relaxed) == (uintptr_t)base) {
-            atomic_store_explicit(&regions[i].end, 0, memory_order_release);
-            atomic_store_explicit(&regions[i].base, 0, memory_order_release);
-        }
+        if (region_base(atomic_load_explicit(&regions[i].word, memory_order_relaxed)) == (uintptr_t)base)
+            atomic_store_explicit(&regions[i].word, 0, memory_order_release);
     /* Cleared before the unmap, so nothing else can be mapped there and
      * marked in between. */
     segmap_set(base, len, SEGMAP_NONE);
@@ -281,9 +287,8 @@ static stripe_t *owner_of(const void *p) {
     uintptr_t a = (uintptr_t)p;
     size_t n = atomic_load_explicit(&region_count, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
-        uintptr_t end = atomic_load_explicit(&regions[i].end, memory_order_acquire);
-        if (a < end && a >= atomic_load_explicit(&regions[i].base, memory_order_relaxed))
-            return &stripes[atomic_load_explicit(&regions[i].stripe, memory_order_relaxed)];
+        uint64_t w = atomic_load_explicit(&regions[i].word, memory_order_acquire);
+        if (w && a - region_base(w) < region_len(w)) return &stripes[w & 3];
     }
     return NULL;
 }

@@ -38,6 +38,9 @@ static const char *const numa_words[] = {"off", "local", "interleave", NULL};
 static const char *const err_words[] = {"abort", "warn", NULL};
 static const char *const fit_words[] = {"best", "first", NULL};
 static const char *const limit_words[] = {"auto", NULL};
+static const char *const sb_policy_words[] = {"lazy", "aggressive", NULL};
+static const char *const sb_mech_words[] = {"auto", "uffd", "mprotect", NULL};
+static const char *const sb_direct_words[] = {"auto", "on", "off", NULL};
 
 /* Keep in the order of strata_option_t. */
 static const opt_desc table[STRATA_OPTION_COUNT] = {
@@ -72,6 +75,14 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "ms a channel operation waits for its peer (-1: forever)"},
     {"MEMORY_LIMIT", KIND_SIZE, 0, 0, 1L << 50, limit_words,
      "memory the process may use, e.g. 512m; auto (0): the cgroup's limit, if any"},
+    {"SB_MIN", KIND_SIZE, 1L << 20, 4096, 1L << 50, NULL,
+     "with STRATA_SB_DIR set, mallocs of this many bytes or more are storage-backed"},
+    {"SB_PAGE", KIND_INT, 1, 1, 512, NULL, "storage page in system pages (a power of two)"},
+    {"SB_READ", KIND_ENUM, 0, 0, 1, sb_policy_words, "storage-backed read policy: lazy, aggressive"},
+    {"SB_WRITE", KIND_ENUM, 0, 0, 1, sb_policy_words, "storage-backed write policy: lazy, aggressive"},
+    {"SB_MECHANISM", KIND_ENUM, 0, 0, 2, sb_mech_words, "storage-backed fault mechanism: auto, uffd, mprotect"},
+    {"SB_DIRECT", KIND_ENUM, 0, 0, 2, sb_direct_words,
+     "storage-backed file I/O: auto (direct under a memory limit), on (direct), off (buffered)"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];

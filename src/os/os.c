@@ -178,22 +178,26 @@ size_t os_rss_bytes(void) {
     return pages * os_page_size();
 }
 
-uintptr_t os_brk_start(void) {
+uint64_t os_stat_field(const char *path, int field) {
     char buf[1024];
-    size_t n = os_read_file("/proc/self/stat", buf, sizeof buf);
+    size_t n = os_read_file(path, buf, sizeof buf);
     if (n == 0) return 0;
     /* Field 2 (comm) may hold spaces: count fields after its closing ')'. */
     char *s = buf + n;
     while (s > buf && *s != ')') s--;
-    int field = 2;
-    uintptr_t v = 0;
+    int f = 2;
+    uint64_t v = 0;
     for (; *s; s++) {
         if (*s == ' ') {
-            if (field == 47) break;
-            field++;
+            if (f == field) break;
+            f++;
             continue;
         }
-        if (field == 47 && *s >= '0' && *s <= '9') v = v * 10 + (uintptr_t)(*s - '0');
+        if (f == field && *s >= '0' && *s <= '9') v = v * 10 + (uint64_t)(*s - '0');
     }
     return v;
+}
+
+uintptr_t os_brk_start(void) {
+    return (uintptr_t)os_stat_field("/proc/self/stat", 47);
 }

@@ -85,6 +85,10 @@ size_t os_read_file(const char *path, char *buf, size_t size);
 /* Resident set size of this process in bytes (from /proc/self/statm), or 0. */
 size_t os_rss_bytes(void);
 
+/* Numeric field `field` (counted from 1, as in proc(5)) of a /proc/<pid>/stat
+ * file; 0 if unreadable.  Only system calls: async-signal-safe. */
+uint64_t os_stat_field(const char *path, int field);
+
 /* Start of the program break (the brk heap), from /proc/self/stat; 0 if unknown. */
 uintptr_t os_brk_start(void);
 
