@@ -59,8 +59,9 @@ STRATA_API size_t strata_heap_check(void);
 
 /* ---- Returning memory -------------------------------------------------- */
 /* Purge now: gives back to the OS the free memory of the calling thread's
- * heap and of the process-wide caches, and returns how many bytes that was.
- * Other threads' free pages are purged by their own purge delay. */
+ * heap, of the process-wide caches and of exited threads' segments, and
+ * returns how many bytes of it were resident (what the RSS drops by).
+ * Other live threads' free pages are purged by their own purge delay. */
 STRATA_API size_t strata_release(void);
 
 /* ---- Statistics --------------------------------------------------------- */
@@ -114,6 +115,13 @@ typedef enum strata_option_e {
     STRATA_OPTION_CHAN_CMA_MIN,     /* bytes: messages on huge pages from this size by single copy */
     STRATA_OPTION_CHAN_CMA_MIN_ANY, /* bytes: any message from this size by single copy; 0 = never */
     STRATA_OPTION_CHAN_TIMEOUT_MS,  /* ms a channel operation waits for its peer; -1 = forever */
+    STRATA_OPTION_MEMORY_LIMIT,     /* bytes the process may keep resident; 0 = auto (the cgroup's) */
+    STRATA_OPTION_SB_MIN,           /* bytes: with STRATA_SB_DIR, mallocs this big are storage-backed */
+    STRATA_OPTION_SB_PAGE,          /* storage page in system pages (a power of two) */
+    STRATA_OPTION_SB_READ,          /* STRATA_SB_LAZY|AGGRESSIVE */
+    STRATA_OPTION_SB_WRITE,         /* STRATA_SB_LAZY|AGGRESSIVE */
+    STRATA_OPTION_SB_MECHANISM,     /* STRATA_SB_MECH_AUTO|UFFD|MPROTECT */
+    STRATA_OPTION_SB_DIRECT,        /* 0 auto, 1 direct I/O, 2 buffered */
     STRATA_OPTION_COUNT
 } strata_option_t;
 
@@ -310,6 +318,98 @@ STRATA_MALLOC_ATTR void *strata_malloc_onnode(size_t size, int node);
  * or -1: p is not a Strata block, none of its pages has been touched yet,
  * or they are on more than one node.  0 on a machine without NUMA. */
 STRATA_API int strata_node_of(const void *p);
+/* ---- Storage-backed memory (docs/storage.md) ------------------------------
+ * Allocations backed by a file: at most `budget` bytes of them are resident,
+ * the rest lives in the backing file and comes back on access (a page
+ * fault Strata handles).  For programs, or MPI ranks together, that need
+ * more memory than the node has.  Preload mode (STRATA_SB_DIR) sends every
+ * malloc of STRATA_SB_MIN bytes or more here, without code changes. */
+enum { STRATA_SB_LAZY = 0, STRATA_SB_AGGRESSIVE = 1 };
+enum { STRATA_SB_MECH_AUTO = 0, STRATA_SB_MECH_UFFD = 1, STRATA_SB_MECH_MPROTECT = 2 };
+
+typedef struct strata_sb_config_s {
+    const char *dir;         /* backing directory (NULL: $STRATA_SB_DIR, else /tmp) */
+    size_t budget;           /* resident bytes at most (0: auto, the memory limit less headroom) */
+    size_t page_multiple;    /* granularity in system pages, a power of two (0: 1) */
+    int read_policy;         /* LAZY: load the page touched; AGGRESSIVE: the rest of the allocation too */
+    int write_policy;        /* LAZY: write back only written pages; AGGRESSIVE: every resident page */
+    int mechanism;           /* STRATA_SB_MECH_* */
+    unsigned flags;          /* STRATA_SB_NO_RESERVE */
+    const char *group;       /* processes of one group share one budget (NULL: $STRATA_SB_GROUP) */
+} strata_sb_config;
+/* Do not reserve a block's disk space when it is allocated (fallocate): for
+ * huge, sparsely touched blocks.  A full disk then shows at write-back: the
+ * data stays in memory, over the budget, and the failure is reported. */
+#define STRATA_SB_NO_RESERVE 1u
+/* File I/O: direct (O_DIRECT: no page cache, which is memory outside the
+ * budget and, in a memory cgroup, pushes resident pages to swap) or
+ * buffered (the page cache reads ahead and keeps recent data).  Neither:
+ * direct when the process runs under a memory limit, buffered otherwise. */
+#define STRATA_SB_DIRECT_IO 2u
+#define STRATA_SB_BUFFERED_IO 4u
+
+/* Returns 0, or EINVAL (bad config: the reason is printed), EBUSY (already
+ * initialised), or the errno of what failed (the backing directory...).
+ * NULL config: from the STRATA_SB_* variables, defaults otherwise. */
+STRATA_API int strata_sb_init(const strata_sb_config *config);
+/* Undoes strata_sb_init when no storage-backed block is live: 0 or EBUSY. */
+STRATA_API int strata_sb_shutdown(void);
+/* NULL with errno ENOMEM when neither the address space nor the disk can
+ * hold the block.  Blocks are page aligned and read as zero. */
+STRATA_MALLOC_ATTR void *strata_sb_malloc(size_t size);
+STRATA_MALLOC_ATTR void *strata_sb_calloc(size_t count, size_t size);
+STRATA_API void *strata_sb_realloc(void *p, size_t size);
+STRATA_API void strata_sb_free(void *p);
+STRATA_API size_t strata_sb_usable_size(const void *p);
+/* Non-zero when p points into a live storage-backed block. */
+STRATA_API int strata_sb_owns(const void *p);
+
+#define STRATA_SB_READ 1
+#define STRATA_SB_WRITE 2
+/* Makes [p, p+len) resident (and writable with STRATA_SB_WRITE) and keeps
+ * it so until unpin, release, discard or free: a system call or another
+ * process can then use it (the kernel does not fault storage-backed pages
+ * in for a system call, which fails with EFAULT).  0, EINVAL (not
+ * storage-backed) or ENOMEM (more than the budget would be pinned). */
+STRATA_API int strata_sb_acquire(void *p, size_t len, int mode);
+/* Lets an acquired range be evicted again (it stays resident for now). */
+STRATA_API int strata_sb_unpin(void *p, size_t len);
+/* Writes back what is dirty in [p, p+len) and drops it from memory. */
+STRATA_API int strata_sb_release(void *p, size_t len);
+/* The same for every unpinned resident page; returns the bytes dropped.
+ * The hook for a process about to block. */
+STRATA_API size_t strata_sb_release_all(void);
+/* Drops [p, p+len) without writing back: its contents read as zero after. */
+STRATA_API int strata_sb_discard(void *p, size_t len);
+
+typedef struct strata_sb_stats_s {
+    uint64_t budget;         /* bytes */
+    uint64_t granularity;    /* bytes per storage page */
+    uint64_t allocated;      /* bytes in live blocks */
+    uint64_t resident;       /* bytes resident (Strata's count) */
+    uint64_t dirty;          /* resident bytes written since last written back */
+    uint64_t bytes_written, bytes_read;   /* cumulative */
+    uint64_t faults;         /* loads on access, cumulative */
+    uint64_t write_faults;   /* first writes to clean pages that faulted (mprotect) */
+    uint64_t evictions;      /* storage pages dropped to make room, cumulative */
+    uint64_t io_ns;          /* time in file reads and writes */
+    uint64_t over_budget;    /* times nothing was evictable and the budget was exceeded */
+    uint64_t writeback_failures;
+    int mechanism;           /* STRATA_SB_MECH_UFFD or _MPROTECT in use (0: not initialised) */
+    int wp_async;            /* dirty pages found by PAGEMAP_SCAN, writes do not fault */
+    int group_members;       /* live members of this process's group (0: no group) */
+    uint64_t group_budget, group_resident;   /* bytes, over the whole group */
+} strata_sb_stats_t;
+STRATA_API void strata_sb_stats(strata_sb_stats_t *out);
+
+/* Non-zero when this process's group (STRATA_SB_GROUP) is at its budget or
+ * another member asked for memory: a process about to block should then
+ * call strata_sb_release_all (the MPI library, libstrata-mpi, does). */
+STRATA_API int strata_sb_group_pressure(void);
+/* Says this process is idle (blocked) or busy again: members that need
+ * memory ask idle ones first. */
+STRATA_API void strata_sb_idle(int idle);
+/* --- end storage-backed memory --- */
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@ need_test=(
   "mpirun:openmpi-bin" "/usr/include/x86_64-linux-gnu/openmpi/mpi.h:libopenmpi-dev"
   "mpirun.mpich:mpich" "/usr/include/x86_64-linux-gnu/mpich/mpi.h:libmpich-dev"
   "qemu-system-x86_64:qemu-system-x86" "/usr/share/doc/busybox-static:busybox-static" "cpio:cpio" "numactl:numactl"
+  "unshare:util-linux" "mkswap:util-linux"
 )
 need_bench=(
   "${need_test[@]}"

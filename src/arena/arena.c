@@ -187,8 +187,10 @@ static size_t purge_block(arena_t *a, ablock *b) {
     return done;
 }
 
-static void enforce_dirty_limit(arena_t *a) {
-    while (a->dirty_head && a->st.dirty_bytes > a->cfg.dirty_limit) purge_block(a, a->dirty_head);
+static size_t enforce_dirty_limit(arena_t *a) {
+    size_t done = 0;
+    while (a->dirty_head && a->st.dirty_bytes > a->cfg.dirty_limit) done += purge_block(a, a->dirty_head);
+    return done;
 }
 
 /* ---- Setup -------------------------------------------------------------- */
@@ -557,9 +559,11 @@ bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable) {
 /* ---- Purging ------------------------------------------------------------ */
 
 size_t arena_collect(arena_t *a) {
-    if (a->cfg.purge_delay_ms < 0 || !a->dirty_head) return 0;
+    if (!a->ops.purge || !a->dirty_head) return 0;
+    /* The limit may have shrunk since the last free (a memory limit's headroom). */
+    size_t done = enforce_dirty_limit(a);
+    if (a->cfg.purge_delay_ms < 0) return done;
     uint64_t now = now_ms(a);
-    size_t done = 0;
     while (a->dirty_head && a->dirty_head->freed_ms + (uint64_t)a->cfg.purge_delay_ms <= now)
         done += purge_block(a, a->dirty_head);
     return done;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../large/large.h"
+#include "../storage/preload.h"
 #include "../stats/stats.h"
 
 /* Pops the page's first free block after checking its link (block_t): a
@@ -43,6 +44,22 @@ noinline void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size) {
     return strata_malloc_generic(heap, size, false);
 }
 
+/* The large tier found no room.  Under an address-space limit this heap's
+ * empty segments may be what holds it (the reclaim hooks cannot touch a
+ * heap): give them back and try once more before reporting ENOMEM. */
+static void *large_alloc_reclaiming(heap_t *heap, size_t size, size_t align, bool zero) {
+    void *p = large_alloc(size, align, zero);
+    if (unlikely(!p) && errno == ENOMEM && segment_release_empty(heap)) p = large_alloc(size, align, zero);
+    return p;
+}
+
+/* Big blocks: storage-backed in preload mode (STRATA_SB_DIR set; see
+ * src/storage/preload.c; they read as zero), else the large tier. */
+static void *big_alloc(heap_t *heap, size_t size, size_t align, bool zero) {
+    void *p = sb_preload_alloc(size, align);
+    return p ? p : large_alloc_reclaiming(heap, size, align, zero);
+}
+
 noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     if (unlikely(heap == &heap_empty)) {
         heap = heap_get_or_init();
@@ -50,12 +67,13 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     }
     if (unlikely((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE)) {
         if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-        return large_alloc(size, 16, zero);
+        heap_maintain(heap);   /* small pages are purged on the clock while only large blocks come */
+        return big_alloc(heap, size, 16, zero);
     }
     size_t asked = size;
     if (unlikely(strata_check_mode)) {
         size += CANARY_ROOM;
-        if (size > CLASS_MAX_SIZE || (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return large_alloc(asked, 16, zero);
+        if (size > CLASS_MAX_SIZE || (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return big_alloc(heap, asked, 16, zero);
     }
     heap_collect_delayed(heap);
     uint32_t cls = class_of(size);
@@ -114,7 +132,7 @@ void *strata_malloc_aligned(size_t size, size_t align, bool zero) {
         return a;
     }
     if (unlikely(tls_heap == &heap_empty) && !heap_get_or_init()) { errno = ENOMEM; return NULL; }
-    return large_alloc(size, align, zero);
+    return big_alloc(tls_heap, size, align, zero);
 }
 
 STRATA_ALIAS(void *, malloc, (size_t size), strata_malloc);

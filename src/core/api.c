@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../large/large.h"
+#include "../storage/preload.h"
 
 void *strata_calloc(size_t count, size_t size) {
     size_t total;
@@ -33,6 +34,8 @@ void *strata_realloc(void *p, size_t size) {
         return NULL;
     }
     if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+    void *sbq;
+    if (sb_preload_realloc(p, size, &sbq)) return sbq;   /* storage-backed (src/storage/preload.c) */
     /* Validated before anything is read through p: in warn mode an invalid
      * p is reported and the call does nothing (NULL, p untouched). */
     size_t usable = strata_block_validate(p, "realloc()");
@@ -129,7 +132,7 @@ size_t strata_malloc_usable_size(const void *p) {
 }
 
 int strata_owns(const void *p) {
-    return p && segmap_lookup(p) != SEGMAP_NONE;
+    return p && (segmap_lookup(p) != SEGMAP_NONE || strata_sb_owns(p));
 }
 
 size_t strata_release(void) {
@@ -155,6 +158,7 @@ size_t strata_release(void) {
         heap->purge_due = 0;
     }
     bytes += segment_cache_release(true);
+    bytes += segment_abandoned_purge(true, UINT64_MAX);   /* exited threads' free pages */
     bytes += large_release();
     return bytes;
 }

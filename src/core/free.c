@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../large/large.h"
+#include "../storage/preload.h"
 
 static void free_foreign(void *p, const char *call);
 
@@ -161,8 +162,9 @@ size_t strata_block_validate(const void *p, const char *call) {
         return n;
     }
     if (kind != SEGMAP_SEGMENT) {
-        strata_report(call, "invalid pointer", p, NULL);
-        return 0;
+        size_t n = sb_preload_usable_size(p);   /* storage-backed (src/storage/preload.c) */
+        if (n == 0) strata_report(call, "invalid pointer", p, NULL);
+        return n;
     }
     segment_t *seg = segment_of(p);
     page_t *page = page_of(seg, p);
@@ -176,6 +178,7 @@ size_t strata_block_validate(const void *p, const char *call) {
  * Strata was loaded lives in the brk heap: hand it back to glibc.
  * Anything else is a bug in the program. */
 static void free_foreign(void *p, const char *call) {
+    if (sb_preload_free(p)) return;   /* storage-backed (src/storage/preload.c) */
     if (segmap_lookup(p) == SEGMAP_LARGE) {
         large_free(p);
         return;
@@ -197,7 +200,7 @@ size_t strata_usable_size_of(const void *p) {
     if (!p) return 0;
     segmap_kind kind = segmap_lookup(p);
     if (kind == SEGMAP_LARGE) return large_usable_size(p);
-    if (kind != SEGMAP_SEGMENT) return 0;
+    if (kind != SEGMAP_SEGMENT) return sb_preload_usable_size(p);   /* 0 if not storage-backed */
     segment_t *seg = segment_of(p);
     page_t *page = page_of(seg, p);
     if (page_flags(page) & PAGE_UNUSED || (const uint8_t *)p < page->start) return 0;

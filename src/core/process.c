@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "../large/large.h"
 #include "../stats/stats.h"
 
 _Atomic(bool) strata_ready;
@@ -38,6 +39,11 @@ void strata_process_init(void) {
     strata_check_mode = opt(STRATA_OPTION_CHECK) != 0;
     strata_secret = os_random_u64();
     if (segmap_init() != 0) strata_fatal("cannot map the segment map");
+    /* Limits: the memory limit stated by hand (else the cgroup's is read
+     * when first needed); both tiers give memory back when a map fails. */
+    os_set_memory_limit((size_t)opt(STRATA_OPTION_MEMORY_LIMIT));
+    os_register_reclaim(segment_reclaim);
+    os_register_reclaim(large_reclaim);
     heap_init_process();
     stats_source_register();
     atomic_store_explicit(&strata_ready, true, memory_order_release);

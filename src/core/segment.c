@@ -17,6 +17,11 @@
 #include "../stats/stats.h"
 
 #define SEGMENT_CACHE_MAX 16   /* empty segments kept for reuse (64 MiB of address space) */
+/* Under a limit the cache holds at most this share of what is left of it
+ * (address space under ulimit -v; memory under a cgroup limit, counting
+ * the cached segments' resident pages), so kept memory never pushes the
+ * program into its limit. */
+#define CACHE_SHARE_DIV 8
 
 static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
 static segment_t *abandoned_list;
@@ -103,12 +108,13 @@ static void advise_huge(segment_t *seg, segment_kind kind) {
     }
 }
 
+/* node -1: any node. */
 static segment_t *segment_from_cache(int node) {
     if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;   /* a stale miss only costs a fresh map */
     pthread_mutex_lock(&cache_lock);
     segment_t *found = NULL;
     for (segment_t *s = cache_list; s; s = s->next)
-        if (s->numa_node == node) { found = s; break; }
+        if (s->numa_node == node || node < 0) { found = s; break; }
     if (found) { list_remove(&cache_list, found); cache_count--; }
     pthread_mutex_unlock(&cache_lock);
     return found;
@@ -119,31 +125,45 @@ static page_t *segment_page_at(const void *seg, size_t granule) {
     return &s->pages[(granule << PAGEMAP_GRANULE_SHIFT) >> s->page_shift];
 }
 
+/* A fresh segment from the OS, marked in the segment map. */
+static segment_t *segment_map(void) {
+    segment_t *seg = os_alloc_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+    if (!seg) return NULL;
+    if (!segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT)) {
+        os_free(seg, SEGMENT_SIZE);
+        return NULL;
+    }
+    stat_add(&stats.reserved, SEGMENT_SIZE);
+    stat_add(&stats.committed, SEGMENT_HEADER_SIZE);
+    return seg;
+}
+
 static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     segment_t *seg = segment_from_cache(node);
+    bool fresh = false;
+    if (!seg) fresh = (seg = segment_map()) != NULL;
     if (!seg) {
-        seg = os_alloc_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
-        if (!seg) {
-            /* Address space may be short (ulimit -v): the large tier gives
-             * back its empty reservations, then try once more. */
-            large_release();
-            segment_cache_release(true);
-            seg = os_alloc_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
-            if (!seg) return NULL;
-        }
-        stat_add(&stats.reserved, SEGMENT_SIZE);
-        stat_add(&stats.committed, SEGMENT_HEADER_SIZE);
+        /* The refused mapping has run the reclaim hooks already (the cache,
+         * the large tier's empty reservations).  What is left is this
+         * heap's own empty segments (of the other kind, or another node):
+         * to the cache with them, and take any one from there. */
+        segment_purge_idle(heap, os_now_ms(), true, NULL);
+        seg = segment_from_cache(-1);
+        if (!seg) fresh = (seg = segment_map()) != NULL;
+        if (!seg) return NULL;
+    }
+    if (fresh) {
         seg->huge = 0;
         segment_setup(seg, kind, node);
         if (pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg) != 0) {
+            segmap_set(seg, SEGMENT_SIZE, SEGMAP_NONE);
             os_free(seg, SEGMENT_SIZE);
             stat_sub(&stats.reserved, SEGMENT_SIZE);
             stat_sub(&stats.committed, SEGMENT_HEADER_SIZE);
             return NULL;
         }
-        segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT);
         if (SEGMENT_GUARD_SIZE) os_decommit((uint8_t *)seg + SEGMENT_SIZE - SEGMENT_GUARD_SIZE, SEGMENT_GUARD_SIZE);
-    } else if (seg->kind == (uint32_t)kind) {
+    } else if (seg->kind == (uint32_t)kind && seg->numa_node == node) {
         /* same geometry: each page keeps its purge state */
         uint8_t zero[SEGMENT_MAX_PAGES];
         for (uint32_t i = 0; i < seg->page_count; i++) zero[i] = seg->pages[i].is_zero;
@@ -163,10 +183,12 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     return seg;
 }
 
-/* Gives an unowned segment back to the OS; returns the committed bytes
- * that went with it.  Its chunk is cleared from the map first, so nothing
- * can take the address for Strata's before it is unmapped. */
+/* Gives an unowned segment back to the OS; returns the bytes that were
+ * resident in it (what strata_release reports).  Its chunk is cleared from
+ * the map first, so nothing can take the address for Strata's before it is
+ * unmapped. */
 static size_t segment_unmap(segment_t *seg) {
+    size_t resident = os_resident_bytes(seg, SEGMENT_SIZE);
     size_t committed = SEGMENT_HEADER_SIZE;
     for (uint32_t i = 0; i < seg->page_count; i++) {
         if (!seg->pages[i].is_zero) {
@@ -181,7 +203,20 @@ static size_t segment_unmap(segment_t *seg) {
     stat_sub(&stats.reserved, SEGMENT_SIZE);
     stat_add(&stats.purged, committed);
     os_free(seg, SEGMENT_SIZE);
-    return committed;
+    return resident;
+}
+
+/* Segments the cache may hold now: SEGMENT_CACHE_MAX, or fewer under a
+ * limit (CACHE_SHARE_DIV).  The memory count takes each cached segment as
+ * fully resident, which errs on the side of giving back. */
+static uint32_t cache_cap(void) {
+    size_t room = os_as_free();
+    size_t mem = os_memory_headroom();
+    if (mem < room) room = mem;
+    if (room == SIZE_MAX) return SEGMENT_CACHE_MAX;
+    room += (size_t)cache_count * SEGMENT_SIZE;   /* what the cache holds counts as room */
+    size_t n = room / CACHE_SHARE_DIV / SEGMENT_SIZE;
+    return n < SEGMENT_CACHE_MAX ? (uint32_t)n : SEGMENT_CACHE_MAX;
 }
 
 /* The segment holds no page in use: cache it or unmap it.  Returns the
@@ -191,7 +226,7 @@ static size_t segment_release(heap_t *heap, segment_t *seg) {
     atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     stat_sub(&stats.segments, 1);
     pthread_mutex_lock(&cache_lock);
-    if (cache_count < SEGMENT_CACHE_MAX && opt(STRATA_OPTION_PURGE_DELAY_MS) != 0) {
+    if (cache_count < cache_cap() && opt(STRATA_OPTION_PURGE_DELAY_MS) != 0) {
         seg->cached_at = os_now_ms();
         list_push(&cache_list, seg);
         cache_count++;
@@ -329,8 +364,8 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
                 if (all || page->purge_at <= now) {
                     uint8_t *a;
                     size_t n = page_area(s, page, &a);
+                    if (purged) *purged += os_resident_bytes(a, n);
                     page_purge(s, page);
-                    if (purged) *purged += n;
                 } else if (next == 0 || page->purge_at < next) {
                     next = page->purge_at;
                 }
@@ -346,11 +381,27 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
     return next;
 }
 
-/* Cached segments idle past the delay are unmapped (all: every one). */
+/* Unmaps the heap's empty segments and the segment cache now, whatever
+ * their delay (address space ran out elsewhere); true if any went. */
+bool segment_release_empty(heap_t *heap) {
+    bool any = atomic_load_explicit(&cache_count, memory_order_relaxed) != 0;
+    for (int k = 0; k < SEG_KINDS; k++)
+        for (segment_t *s = heap->segments[k]; s && !any; s = s->next) any = s->used_pages == 0;
+    if (!any) return false;
+    segment_purge_idle(heap, os_now_ms(), true, NULL);
+    segment_cache_release(true);
+    return true;
+}
+
+/* Cached segments idle past the delay are unmapped (all: every one).  The
+ * heaps call it on a process-wide clock, so abandoned segments' due pages
+ * are purged here too (strata_release purges them itself). */
 size_t segment_cache_release(bool all) {
+    uint64_t now = os_now_ms();
+    os_set_memory_limit((size_t)opt(STRATA_OPTION_MEMORY_LIMIT));   /* follows strata_option_set */
+    if (!all && opt(STRATA_OPTION_PURGE_DELAY_MS) >= 0) segment_abandoned_purge(false, now);
     if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return 0;
     long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
-    uint64_t now = os_now_ms();
     size_t bytes = 0;
     segment_t *victims = NULL;
     pthread_mutex_lock(&cache_lock);
@@ -368,6 +419,48 @@ size_t segment_cache_release(bool all) {
         bytes += segment_unmap(s);
     }
     return bytes;
+}
+
+/* Purges the free pages of abandoned segments: nobody's housekeeping
+ * reaches them until a thread adopts the segment, which may be never.
+ * Under abandoned_lock nothing else touches an abandoned segment's unused
+ * pages.  Pages due by now are purged (UINT64_MAX: all); wait=false
+ * gives up if the lock is taken.  Returns the bytes that were resident. */
+size_t segment_abandoned_purge(bool wait, uint64_t now) {
+    if (atomic_load_explicit(&abandoned_count, memory_order_relaxed) == 0) return 0;
+    if (wait) pthread_mutex_lock(&abandoned_lock);
+    else if (pthread_mutex_trylock(&abandoned_lock) != 0) return 0;
+    size_t bytes = 0;
+    for (segment_t *s = abandoned_list; s; s = s->next) {
+        for (uint32_t i = 0; i < s->page_count; i++) {
+            page_t *page = &s->pages[i];
+            if (!(page_flags(page) & PAGE_UNUSED) || page->is_zero || page->purge_at > now) continue;
+            uint8_t *a;
+            size_t n = page_area(s, page, &a);
+            bytes += os_resident_bytes(a, n);
+            page_purge(s, page);
+        }
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+    return bytes;
+}
+
+/* The core's reclaim hook (os_register_reclaim): a mapping was refused.
+ * Unmaps the cached segments and purges abandoned ones' free pages; only
+ * trylocks, as the refused mapping may come from under any lock. */
+size_t segment_reclaim(void) {
+    size_t bytes = 0;
+    if (atomic_load_explicit(&cache_count, memory_order_relaxed) && pthread_mutex_trylock(&cache_lock) == 0) {
+        segment_t *victims = cache_list;
+        cache_list = NULL;
+        cache_count = 0;
+        pthread_mutex_unlock(&cache_lock);
+        for (segment_t *s = victims, *next; s; s = next) {
+            next = s->next;
+            bytes += segment_unmap(s) + SEGMENT_SIZE;   /* the address space counts too */
+        }
+    }
+    return bytes + segment_abandoned_purge(false, UINT64_MAX);
 }
 
 void segment_abandon(heap_t *heap, segment_t *seg) {

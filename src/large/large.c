@@ -45,19 +45,31 @@ typedef struct stripe_s {
     uint64_t purged_seen;     /* arena purged bytes already added to stats */
     size_t dirty_seen;        /* this stripe's share of dirty_total */
     size_t used_seen;         /* this stripe's share of used_total */
+    bool count_resident;      /* large_release: purges measure what they free */
+    size_t resident_purged;   /* what they measured */
 } stripe_t;
 
 static stripe_t stripes[LARGE_STRIPES] = {[0 ... LARGE_STRIPES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 
-/* The table of reservations, scanned without a lock by free().  A slot is
- * filled (stripe, base, then end with release order) before any block of
- * its range is handed out, and emptied (end, then base) only when its range
- * holds no block; a reader that sees a slot's end also sees its base, so a
- * valid pointer is only ever matched against its own range. */
+/* The table of reservations, scanned without a lock by free().  Each slot
+ * is one word — base and length in 4 MiB units, and the stripe — so a reader
+ * sees the three of one reservation, never the base of one and the end of
+ * another (slots are emptied and reused while other threads look).  A slot
+ * is filled (release) before any block of its range is handed out, and
+ * emptied only when its range holds no block, so a valid pointer always
+ * finds its own range. */
 typedef struct region_s {
-    _Atomic(uintptr_t) base, end;
-    _Atomic(int) stripe;
+    _Atomic(uint64_t) word;    /* 0: empty */
 } region_t;
+_Static_assert(LARGE_STRIPES <= 4, "two bits of a region word name the stripe");
+#define REGION_LEN_BITS 29
+static inline uint64_t region_word(uintptr_t base, size_t len, int stripe) {
+    return ((uint64_t)(base >> SEGMENT_SHIFT) << 32) | ((uint64_t)(len >> SEGMENT_SHIFT) << 3) | 4u | (uint64_t)stripe;
+}
+static inline uintptr_t region_base(uint64_t w) { return (uintptr_t)(w >> 32) << SEGMENT_SHIFT; }
+static inline size_t region_len(uint64_t w) {
+    return (size_t)((w >> 3) & (((uint64_t)1 << REGION_LEN_BITS) - 1)) << SEGMENT_SHIFT;
+}
 static region_t regions[LARGE_MAX_REGIONS];
 static _Atomic(size_t) region_count;
 static pthread_mutex_t region_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -75,41 +87,63 @@ static _Atomic(size_t) dirty_total;
 
 /* ---- The arena's view of the OS ----------------------------------------- */
 
+/* How much to reserve for a request of need bytes.  Without an
+ * address-space limit, LARGE_REGION: address space is free and big ranges
+ * keep big blocks growable in place.  Under one (ulimit -v) a reservation
+ * is address space nothing else can use, so it takes at most an eighth of
+ * what is left: the stripes together then leave most of the limit to the
+ * size-class segments, and reservations shrink as the limit nears. */
+static size_t region_size(size_t need) {
+    size_t room = os_as_free();
+    if (room == SIZE_MAX) return need > LARGE_REGION ? need : LARGE_REGION;
+    size_t l = (room / 8) & ~SEGMENT_MASK;
+    if (l > LARGE_REGION) l = LARGE_REGION;
+    return l > need ? l : need;
+}
+
+/* Reserves outside region_lock: a refused mapping runs the reclaim hooks,
+ * which may give reservations back (region_shrink takes the lock). */
 static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     stripe_t *st = ctx;
     size_t need = (min_len + SEGMENT_MASK) & ~SEGMENT_MASK;
     if (need < min_len) return NULL;
     if (align < SEGMENT_SIZE) align = SEGMENT_SIZE;
-    pthread_mutex_lock(&region_lock);
-    size_t n = atomic_load_explicit(&region_count, memory_order_relaxed), slot = n;
-    for (size_t i = 0; i < n; i++)
-        if (!atomic_load_explicit(&regions[i].end, memory_order_relaxed)) {
-            slot = i;   /* a slot given back earlier */
-            break;
-        }
     void *base = NULL;
-    size_t l = need > LARGE_REGION ? need : LARGE_REGION;
-    /* Under an address-space limit (ulimit -v, sanitizers) a big
-     * reservation may be refused: try smaller ones down to what is needed. */
-    while (slot < LARGE_MAX_REGIONS && !(base = os_reserve_aligned(l, align)) && l > need) {
+    size_t l = region_size(need);
+    /* A limit (ulimit -v, sanitizers) may still refuse it: try smaller
+     * ones down to what is needed. */
+    while (!(base = os_reserve_aligned(l, align)) && l > need) {
         l /= 2;
         if (l < need) l = need;
     }
-    if (base) {
-        /* Marked before any block in it is handed out, as free() relies on. */
-        segmap_set(base, l, SEGMAP_LARGE);
-        /* Huge pages only when asked for: a program that touches a few bytes
-         * of many big blocks would get 2 MiB resident for each.  never opts
-         * out even where THP is on system-wide; auto leaves the kernel's default. */
-        long huge = opt(STRATA_OPTION_HUGEPAGES);
-        if (huge != STRATA_HUGEPAGES_AUTO) os_advise_huge(base, l, huge == STRATA_HUGEPAGES_ALWAYS);
-        region_t *r = &regions[slot];
-        atomic_store_explicit(&r->stripe, (int)(st - stripes), memory_order_relaxed);
-        atomic_store_explicit(&r->base, (uintptr_t)base, memory_order_relaxed);
-        atomic_store_explicit(&r->end, (uintptr_t)base + l, memory_order_release);
-        if (slot == n) atomic_store_explicit(&region_count, n + 1, memory_order_release);
-        stat_add(&stats.reserved, l);
+    /* Marked before any block in it is handed out, as free() relies on. */
+    if (base && !segmap_set(base, l, SEGMAP_LARGE)) {
+        os_free(base, l);
+        base = NULL;
     }
+    if (!base) return NULL;
+    pthread_mutex_lock(&region_lock);
+    size_t n = atomic_load_explicit(&region_count, memory_order_relaxed), slot = n;
+    for (size_t i = 0; i < n; i++)
+        if (!atomic_load_explicit(&regions[i].word, memory_order_relaxed)) {
+            slot = i;   /* a slot given back earlier */
+            break;
+        }
+    if (slot >= LARGE_MAX_REGIONS || (l >> SEGMENT_SHIFT) >= ((size_t)1 << REGION_LEN_BITS)) {
+        pthread_mutex_unlock(&region_lock);
+        segmap_set(base, l, SEGMAP_NONE);
+        os_free(base, l);
+        return NULL;
+    }
+    /* Huge pages only when asked for: a program that touches a few bytes
+     * of many big blocks would get 2 MiB resident for each.  never opts
+     * out even where THP is on system-wide; auto leaves the kernel's default. */
+    long huge = opt(STRATA_OPTION_HUGEPAGES);
+    if (huge != STRATA_HUGEPAGES_AUTO) os_advise_huge(base, l, huge == STRATA_HUGEPAGES_ALWAYS);
+    atomic_store_explicit(&regions[slot].word, region_word((uintptr_t)base, l, (int)(st - stripes)),
+                          memory_order_release);
+    if (slot == n) atomic_store_explicit(&region_count, n + 1, memory_order_release);
+    stat_add(&stats.reserved, l);
     pthread_mutex_unlock(&region_lock);
     *len = l;
     return base;
@@ -125,10 +159,8 @@ static void region_shrink(void *base, size_t len, void *ctx) {
     pthread_mutex_lock(&region_lock);
     size_t n = atomic_load_explicit(&region_count, memory_order_relaxed);
     for (size_t i = 0; i < n; i++)
-        if (atomic_load_explicit(&regions[i].base, memory_order_relaxed) == (uintptr_t)base) {
-            atomic_store_explicit(&regions[i].end, 0, memory_order_release);
-            atomic_store_explicit(&regions[i].base, 0, memory_order_release);
-        }
+        if (region_base(atomic_load_explicit(&regions[i].word, memory_order_relaxed)) == (uintptr_t)base)
+            atomic_store_explicit(&regions[i].word, 0, memory_order_release);
     /* Cleared before the unmap, so nothing else can be mapped there and
      * marked in between. */
     segmap_set(base, len, SEGMAP_NONE);
@@ -149,7 +181,8 @@ static int region_commit(void *addr, size_t len, void *ctx) {
 }
 
 static int region_purge(void *addr, size_t len, void *ctx) {
-    (void)ctx;
+    stripe_t *st = ctx;
+    if (st->count_resident) st->resident_purged += os_resident_bytes(addr, len);
     return os_purge(addr, len);
 }
 
@@ -160,13 +193,25 @@ static _Atomic(size_t) used_total;   /* bytes in live large blocks */
 /* The dirty budget: STRATA_LARGE_CACHE_MB, or an eighth of the live large
  * bytes when that is more, so a program with a big footprint is not made
  * to purge and fault again on every free, while its RSS stays within
- * 1.125x of what is live plus the cache. */
+ * 1.125x of what is live plus the cache.  Under a memory limit (cgroup,
+ * STRATA_MEMORY_LIMIT) at most a quarter of the headroom, counting the
+ * cache itself as headroom: whatever the program allocates next, in
+ * either tier, finds three quarters of the room free at least. */
 static size_t cache_limit(const stripe_t *s) {
     long mb = opt(STRATA_OPTION_LARGE_CACHE_MB);
     size_t all = (size_t)(mb < 0 ? 0 : mb) << 20;
-    size_t live = atomic_load_explicit(&used_total, memory_order_relaxed) / 8;
+    /* Live bytes are address space: blocks touched in part (sparse arrays,
+     * over-allocated buffers) would make an eighth of them far more than
+     * an eighth of what is resident, so the resident set bounds them. */
+    size_t live = atomic_load_explicit(&used_total, memory_order_relaxed);
+    size_t rss = os_rss_recent();
+    if (rss && rss < live) live = rss;
+    live /= 8;
     if (mb > 0 && live > all) all = live;
-    size_t others = atomic_load_explicit(&dirty_total, memory_order_relaxed) - s->dirty_seen;
+    size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
+    size_t room = os_memory_headroom();
+    if (room != SIZE_MAX && (room + dirty) / 4 < all) all = (room + dirty) / 4;
+    size_t others = dirty - s->dirty_seen;
     return others < all ? all - others : 0;
 }
 
@@ -179,6 +224,12 @@ static size_t cache_limit(const stripe_t *s) {
 static long purge_delay(void) {
     long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
     return d <= 0 ? d : opt(STRATA_OPTION_LARGE_PURGE_DELAY_MS);
+}
+
+/* Options and the memory headroom change at run time; the arena follows. */
+static void stripe_refresh(stripe_t *s) {
+    s->arena.cfg.purge_delay_ms = purge_delay();
+    s->arena.cfg.dirty_limit = cache_limit(s);
 }
 
 static void stripe_lock(stripe_t *s) {
@@ -206,9 +257,7 @@ static void stripe_lock(stripe_t *s) {
         if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
         atomic_store_explicit(&s->ready, true, memory_order_release);
     }
-    /* Options may change at run time; the arena follows them. */
-    s->arena.cfg.purge_delay_ms = purge_delay();
-    s->arena.cfg.dirty_limit = cache_limit(s);
+    stripe_refresh(s);
 }
 
 /* Purges what is due and moves the purge count to the global statistics. */
@@ -238,9 +287,8 @@ static stripe_t *owner_of(const void *p) {
     uintptr_t a = (uintptr_t)p;
     size_t n = atomic_load_explicit(&region_count, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
-        uintptr_t end = atomic_load_explicit(&regions[i].end, memory_order_acquire);
-        if (a < end && a >= atomic_load_explicit(&regions[i].base, memory_order_relaxed))
-            return &stripes[atomic_load_explicit(&regions[i].stripe, memory_order_relaxed)];
+        uint64_t w = atomic_load_explicit(&regions[i].word, memory_order_acquire);
+        if (w && a - region_base(w) < region_len(w)) return &stripes[w & 3];
     }
     return NULL;
 }
@@ -368,36 +416,70 @@ void *large_resize_in_place(void *p, size_t size) {
     return p;
 }
 
-/* Moving without copying would need mremap to a fixed place inside our own
- * reservation; blocks grow in place instead (the reservations are large, so
- * the last block of a range can always grow), and otherwise the caller copies. */
+/* Blocks from this size on move with mremap when they cannot grow in
+ * place: the page tables move, the bytes are not copied.  Below it a copy
+ * costs less than the system calls. */
+#define LARGE_REMAP_MIN ((size_t)4 << 20)
+
+/* Takes a new block in the same stripe and moves the old block's pages to
+ * its front: the new block's range is part of a reservation, so mremap may
+ * put them there (MREMAP_FIXED replaces what was mapped), and the old range
+ * gets fresh pages so its reservation keeps no hole.  The new block's tail
+ * keeps whatever it held (realloc leaves it unspecified). */
 void *large_realloc_move(void *p, size_t size) {
-    (void)p;
-    (void)size;
-    return NULL;
+    stripe_t *s = owner_of(p);
+    if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
+    stripe_lock(s);
+    size_t old = arena_usable(&s->arena, p), usable = 0;
+    void *q = NULL;
+    if (old >= LARGE_REMAP_MIN && size > old && !((uintptr_t)p & (os_page_size() - 1)))
+        q = arena_alloc(&s->arena, size, os_page_size(), &usable, NULL);
+    if (q && os_move_pages(p, q, old) != 0) {
+        arena_free(&s->arena, q, NULL);
+        q = NULL;
+    }
+    if (q) arena_free(&s->arena, p, NULL);
+    stripe_unlock(s);
+    if (!q) return NULL;
+    stat_add(&stats.large_allocated, 1);
+    stat_add(&stats.large_freed, 1);
+    stat_add_peak(&stats.large_live_bytes, &stats.large_peak_bytes, usable - old);
+    return q;
 }
 
 /* Returns the bytes purged: what left RSS.  Empty reservations go back to
  * the OS too, but their pages were purged already (or never touched). */
-size_t large_release(void) {
+static size_t release_all(bool wait) {
     size_t done = 0;
     for (int i = 0; i < LARGE_STRIPES; i++) {
         stripe_t *s = &stripes[i];
         if (!atomic_load_explicit(&s->ready, memory_order_acquire)) continue;
-        stripe_lock(s);
-        uint64_t before = s->arena.st.purged;
+        if (wait) stripe_lock(s);
+        else if (pthread_mutex_trylock(&s->lock) != 0) continue;
+        size_t reserved = s->arena.st.reserved;
+        s->count_resident = true;
+        s->resident_purged = 0;
         arena_release(&s->arena);
-        done += (size_t)(s->arena.st.purged - before);
+        s->count_resident = false;
+        done += s->resident_purged;
+        if (!wait) done += reserved - s->arena.st.reserved;   /* address space counts too */
         stripe_unlock(s);
     }
     return done;
 }
+
+size_t large_release(void) { return release_all(true); }
+
+/* Trylocks only: the refused mapping may have been asked for under a
+ * stripe's lock (the arena's metadata, or a reservation). */
+size_t large_reclaim(void) { return release_all(false); }
 
 void large_collect(uint64_t now_ms) {
     (void)now_ms;   /* the arenas read the clock themselves */
     for (int i = 0; i < LARGE_STRIPES; i++) {
         stripe_t *s = &stripes[i];
         if (!atomic_load_explicit(&s->ready, memory_order_acquire) || pthread_mutex_trylock(&s->lock) != 0) continue;
+        stripe_refresh(s);  /* the budget shrinks as the headroom does */
         stripe_unlock(s);   /* collects */
     }
 }

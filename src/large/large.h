@@ -26,11 +26,16 @@ size_t large_usable_size(const void *p);
 /* Resize in place if possible; returns p, or NULL when the caller must
  * allocate, copy and free.  Never frees p. */
 void *large_resize_in_place(void *p, size_t size);
-/* Resize p, moving it without copying where the tier can (mremap).
- * Returns the new block or NULL (p unchanged) when it cannot. */
+/* Grow p, moving it without copying (mremap) when it is big enough for
+ * that to pay (several MiB).  Returns the new block, p freed; or NULL (p
+ * unchanged) when the caller must copy. */
 void *large_realloc_move(void *p, size_t size);
-/* Give back to the OS now every free page the tier holds; returns bytes. */
+/* Give back to the OS now every free page the tier holds, and every empty
+ * reservation; returns the bytes that were resident (mincore). */
 size_t large_release(void);
+/* The tier's reclaim hook (os_register_reclaim): the same, skipping
+ * stripes that are locked; counts given-back address space too. */
+size_t large_reclaim(void);
 /* Give back pages idle for longer than the purge delay (called from slow paths). */
 void large_collect(uint64_t now_ms);
 /* The tier's own counters, summed over its arenas (the stats module reads

@@ -37,6 +37,10 @@ static const char *const huge_words[] = {"never", "auto", "always", NULL};
 static const char *const numa_words[] = {"off", "local", "interleave", NULL};
 static const char *const err_words[] = {"abort", "warn", NULL};
 static const char *const fit_words[] = {"best", "first", NULL};
+static const char *const limit_words[] = {"auto", NULL};
+static const char *const sb_policy_words[] = {"lazy", "aggressive", NULL};
+static const char *const sb_mech_words[] = {"auto", "uffd", "mprotect", NULL};
+static const char *const sb_direct_words[] = {"auto", "on", "off", NULL};
 
 /* Keep in the order of strata_option_t. */
 static const opt_desc table[STRATA_OPTION_COUNT] = {
@@ -69,6 +73,16 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "channel messages on any pages from this many bytes move by single copy (0: never)"},
     {"CHAN_TIMEOUT_MS", KIND_INT, 30000, -1, 24L * 3600 * 1000, NULL,
      "ms a channel operation waits for its peer (-1: forever)"},
+    {"MEMORY_LIMIT", KIND_SIZE, 0, 0, 1L << 50, limit_words,
+     "memory the process may use, e.g. 512m; auto (0): the cgroup's limit, if any"},
+    {"SB_MIN", KIND_SIZE, 1L << 20, 4096, 1L << 50, NULL,
+     "with STRATA_SB_DIR set, mallocs of this many bytes or more are storage-backed"},
+    {"SB_PAGE", KIND_INT, 1, 1, 512, NULL, "storage page in system pages (a power of two)"},
+    {"SB_READ", KIND_ENUM, 0, 0, 1, sb_policy_words, "storage-backed read policy: lazy, aggressive"},
+    {"SB_WRITE", KIND_ENUM, 0, 0, 1, sb_policy_words, "storage-backed write policy: lazy, aggressive"},
+    {"SB_MECHANISM", KIND_ENUM, 0, 0, 2, sb_mech_words, "storage-backed fault mechanism: auto, uffd, mprotect"},
+    {"SB_DIRECT", KIND_ENUM, 0, 0, 2, sb_direct_words,
+     "storage-backed file I/O: auto (direct under a memory limit), on (direct), off (buffered)"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];
@@ -81,7 +95,7 @@ static const char *const reserved_prefixes[] = {"TRACE_", "REPLAY_", "TEST_", "B
 /* Variables other parts read themselves (text values the table cannot hold):
  * known, so not reported.  A part that reads a new STRATA_ variable outside
  * the table adds its name here. */
-static const char *const other_variables[] = {"SB_DIR", "SB_BUDGET", "SB_GROUP", "MEMORY_LIMIT", NULL};
+static const char *const other_variables[] = {"SB_DIR", "SB_BUDGET", "SB_GROUP", NULL};
 
 bool options_parse_size(const char *s, long *out) {
     if (!s || !*s) return false;
@@ -132,8 +146,9 @@ static bool parse_value(const opt_desc *d, const char *value, long *out) {
         else if (!strcasecmp(value, "0") || !strcasecmp(value, "off") || !strcasecmp(value, "no") || !strcasecmp(value, "false")) v = 0;
         else return false;
         break;
-    case KIND_SIZE:
-        if (!options_parse_size(value, &v)) return false;
+    case KIND_SIZE:   /* a size, or a word for 0 (words[0]) */
+        if (d->words && !strcasecmp(value, d->words[0])) v = 0;
+        else if (!options_parse_size(value, &v)) return false;
         break;
     case KIND_INT:
         if (!parse_int(value, &v)) return false;
@@ -285,7 +300,7 @@ void options_print(void) {
     for (int i = 0; i < STRATA_OPTION_COUNT; i++) {
         const opt_desc *d = &table[i];
         long v = opt((strata_option_t)i);
-        if (d->kind == KIND_ENUM)
+        if (d->kind == KIND_ENUM || (d->words && v == 0))
             strata_message("strata: option %-20s %s\n", d->name, d->words[v]);
         else
             strata_message("strata: option %-20s %ld\n", d->name, v);

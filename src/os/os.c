@@ -28,18 +28,26 @@ size_t os_page_size(void) {
     return page_size_cache;
 }
 
-static void *map_aligned(size_t size, size_t align, int prot, int flags) {
-    if (size == 0 || size > ((size_t)1 << 47)) { errno = ENOMEM; return NULL; }
-    size_t ps = os_page_size();
-    if (align < ps) align = ps;
+static void *map_once(size_t size, size_t align, int prot, int flags) {
+    flags |= MAP_PRIVATE | MAP_ANONYMOUS;
     /* Try the exact size first: large mappings are often aligned already. */
-    void *p = mmap(NULL, size, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, size, prot, flags, -1, 0);
     if (p == MAP_FAILED) return NULL;
     if (((uintptr_t)p & (align - 1)) == 0) return p;
     munmap(p, size);
+    /* The aligned addresses next to the hole the kernel chose are often
+     * free too (mappings grow downwards, so below first): asking for them
+     * costs no extra address space, which matters under ulimit -v. */
+    uintptr_t down = (uintptr_t)p & ~(uintptr_t)(align - 1);
+    uintptr_t hints[2] = {down, down + align};
+    for (int i = 0; i < 2; i++) {
+        void *q = mmap((void *)hints[i], size, prot, flags, -1, 0);
+        if (q == (void *)hints[i]) return q;
+        if (q != MAP_FAILED) munmap(q, size);
+    }
     if (size + align < size) { errno = ENOMEM; return NULL; }
     size_t over = size + align;
-    char *raw = mmap(NULL, over, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *raw = mmap(NULL, over, prot, flags, -1, 0);
     if (raw == MAP_FAILED) return NULL;
     char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
     size_t head = (size_t)(aligned - raw);
@@ -47,6 +55,22 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
     if (head) munmap(raw, head);
     if (tail) munmap(aligned + size, tail);
     return aligned;
+}
+
+/* A refused mapping (address space short: ulimit -v) re-reads the limits
+ * and asks the reclaim hooks (limits.c) to give back what they can, then
+ * tries once more. */
+static void *map_aligned(size_t size, size_t align, int prot, int flags) {
+    if (size == 0 || size > ((size_t)1 << 47)) { errno = ENOMEM; return NULL; }
+    size_t ps = os_page_size();
+    if (align < ps) align = ps;
+    void *p = map_once(size, align, prot, flags);
+    if (p || errno != ENOMEM) return p;
+    os_limits_refresh();
+    if (os_reclaim() == 0) { errno = ENOMEM; return NULL; }
+    p = map_once(size, align, prot, flags);
+    if (!p) errno = ENOMEM;
+    return p;
 }
 
 void *os_alloc_aligned(size_t size, size_t align) {
@@ -79,6 +103,44 @@ int os_free(void *addr, size_t size) {
 void *os_remap(void *addr, size_t old_size, size_t new_size) {
     void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
     return p == MAP_FAILED ? NULL : p;
+}
+
+/* mremap moves only within one kernel mapping (VMA), and a block may span
+ * several: pages moved earlier keep a mapping of their own, and commits
+ * split ranges.  So move in pieces: the whole range first, half as much
+ * after an EFAULT (a piece straddled two mappings), twice as much after a
+ * success.  A single page always lies in one mapping.  Returns the bytes
+ * moved; stops at the first other error. */
+static size_t move_range(char *from, char *dst, size_t len) {
+    size_t ps = os_page_size(), done = 0, piece = len;
+    while (done < len) {
+        if (piece > len - done) piece = len - done;
+        void *r = mremap(from + done, piece, piece, MREMAP_MAYMOVE | MREMAP_FIXED, dst + done);
+        if (r != MAP_FAILED) {
+            done += piece;
+            piece *= 2;
+            continue;
+        }
+        if (errno != EFAULT || piece == ps) break;
+        piece = (piece / 2 + ps - 1) & ~(ps - 1);
+    }
+    return done;
+}
+
+int os_move_pages(void *from, void *dst, size_t size) {
+    size_t moved = move_range(from, dst, size);
+    int err = moved == size ? 0 : errno;
+    if (err) {
+        /* Put back what went: the caller keeps the block where it was. */
+        if (move_range(dst, from, moved) != moved) return EFAULT;
+        size = moved;
+    }
+    /* Fresh pages where the moved ones were, so the reservation keeps no
+     * hole that another mapping could take. */
+    if (size && mmap(err ? dst : from, size, PROT_READ | PROT_WRITE,
+                     MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+        return errno;
+    return err;
 }
 
 void os_advise_huge(void *addr, size_t size, bool huge) {
@@ -116,22 +178,26 @@ size_t os_rss_bytes(void) {
     return pages * os_page_size();
 }
 
-uintptr_t os_brk_start(void) {
+uint64_t os_stat_field(const char *path, int field) {
     char buf[1024];
-    size_t n = os_read_file("/proc/self/stat", buf, sizeof buf);
+    size_t n = os_read_file(path, buf, sizeof buf);
     if (n == 0) return 0;
     /* Field 2 (comm) may hold spaces: count fields after its closing ')'. */
     char *s = buf + n;
     while (s > buf && *s != ')') s--;
-    int field = 2;
-    uintptr_t v = 0;
+    int f = 2;
+    uint64_t v = 0;
     for (; *s; s++) {
         if (*s == ' ') {
-            if (field == 47) break;
-            field++;
+            if (f == field) break;
+            f++;
             continue;
         }
-        if (field == 47 && *s >= '0' && *s <= '9') v = v * 10 + (uintptr_t)(*s - '0');
+        if (f == field && *s >= '0' && *s <= '9') v = v * 10 + (uint64_t)(*s - '0');
     }
     return v;
+}
+
+uintptr_t os_brk_start(void) {
+    return (uintptr_t)os_stat_field("/proc/self/stat", 47);
 }

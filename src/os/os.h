@@ -27,6 +27,12 @@ int os_decommit(void *addr, size_t size);
 int os_free(void *addr, size_t size);
 /* Grow or shrink a mapping, maybe moving it (mremap).  NULL on failure. */
 void *os_remap(void *addr, size_t old_size, size_t new_size);
+/* Moves the pages of [from, from+size) to [dst, dst+size) without copying
+ * (mremap to a fixed place; dst must be mapped read/write and must not
+ * overlap) and fills the range left behind with fresh read/write pages,
+ * so a reservation holding both keeps no hole.  Returns 0, or an errno
+ * with everything back where it was. */
+int os_move_pages(void *from, void *dst, size_t size);
 
 /* Per-mapping transparent-huge-page advice: mode is STRATA_HUGEPAGES_*.
  * Never changes process-wide settings. */
@@ -79,7 +85,40 @@ size_t os_read_file(const char *path, char *buf, size_t size);
 /* Resident set size of this process in bytes (from /proc/self/statm), or 0. */
 size_t os_rss_bytes(void);
 
+/* Numeric field `field` (counted from 1, as in proc(5)) of a /proc/<pid>/stat
+ * file; 0 if unreadable.  Only system calls: async-signal-safe. */
+uint64_t os_stat_field(const char *path, int field);
+
 /* Start of the program break (the brk heap), from /proc/self/stat; 0 if unknown. */
 uintptr_t os_brk_start(void);
+
+/* ---- Limits (limits.c) ------------------------------------------------
+ * SIZE_MAX means "no limit".  Values are cached; os_limits_refresh()
+ * forgets them (map_aligned calls it when a mapping is refused). */
+size_t os_as_limit(void);          /* RLIMIT_AS (soft) */
+size_t os_as_used(void);           /* address space mapped now (/proc/self/statm) */
+size_t os_as_free(void);           /* limit - used, SIZE_MAX without a limit */
+size_t os_cgroup_limit(void);      /* smallest memory.max / memory.high / v1 limit */
+/* The memory limit in force: the one stated by hand (os_set_memory_limit,
+ * from STRATA_MEMORY_LIMIT) or else the cgroup's. */
+size_t os_memory_limit(void);
+void os_set_memory_limit(size_t bytes);   /* 0: auto (the cgroup's) */
+/* Limit minus what counts against it (the cgroup's usage, or our RSS for a
+ * limit stated by hand), re-read at most every 10 ms; 0 when over it. */
+size_t os_memory_headroom(void);
+void os_limits_refresh(void);
+/* os_rss_bytes(), at most 10 ms old (slow paths call it often). */
+size_t os_rss_recent(void);
+
+/* Reclaim hooks: called when a mapping is refused, before the one retry.
+ * A hook returns the bytes of memory or address space it gave back.  It
+ * may run with any lock of the calling thread held, so it must only
+ * trylock, and it must not rely on its own mappings succeeding. */
+typedef size_t os_reclaim_fn(void);
+int os_register_reclaim(os_reclaim_fn *fn);   /* 0, or ENOSPC (table full) */
+size_t os_reclaim(void);                      /* runs every hook; no recursion */
+
+/* Bytes of [addr, addr+size) resident now (mincore). */
+size_t os_resident_bytes(void *addr, size_t size);
 
 #endif

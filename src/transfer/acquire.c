@@ -12,14 +12,15 @@
 #include "../large/large.h"
 #include "../options/options.h"
 
+/* Storage-backed memory (src/storage) is made resident and pinned for the
+ * transfer (0 for any other memory); transfer_unpin lets it go after. */
 int transfer_acquire(const void *p, size_t len) {
-    (void)p;
-    (void)len;
-    /* MERGE(issue 10): storage-backed memory.  When src/storage is merged,
-     * this is the single call site:
-     *     return strata_sb_acquire(p, len);   (0 for memory it does not manage)
-     * Until then nothing Strata hands out needs acquiring. */
-    return 0;
+    if (len == 0 || !strata_sb_owns(p)) return 0;
+    return strata_sb_acquire((void *)p, len, STRATA_SB_READ | STRATA_SB_WRITE);
+}
+
+void transfer_unpin(const void *p, size_t len) {
+    if (len && strata_sb_owns(p)) strata_sb_unpin((void *)p, len);
 }
 
 bool transfer_huge_backed(const void *p, size_t len) {

@@ -95,6 +95,7 @@ static int send_rts(strata_chan *c, const void *buf, size_t len) {
     ring_put(&c->out, &rec, NULL, 0);
     int32_t status;
     err = wait_ack(c, rec.seq, &status);
+    transfer_unpin(buf, len);
     if (err) return err;
     if (status == CHAN_ACK_COPY) return CHAN_ACK_COPY;
     return finish(c, len, status);
@@ -183,6 +184,9 @@ static int recv_pull(strata_chan *c, const chan_rec *rec, void *buf) {
     }
     struct iovec l = {buf, rec->len}, r = {(void *)(uintptr_t)rec->addr, rec->len};
     ssize_t n = c->cma ? cma_transfer(false, rec->pid, &l, 1, &r, 1) : (errno = EPERM, -1);
+    int saved = errno;
+    transfer_unpin(buf, rec->len);
+    errno = saved;
     if (n == (ssize_t)rec->len) {
         ack(c, rec->seq, 0);
         chan_count_received(c, STRATA_CHAN_PATH_CMA, rec->len);

@@ -36,5 +36,6 @@ bool transfer_huge_backed(const void *p, size_t len);
 /* Makes len bytes at p safe for another process to read or write with
  * single copy (storage-backed memory must be resident).  0 or an errno. */
 int transfer_acquire(const void *p, size_t len);
+void transfer_unpin(const void *p, size_t len);
 
 #endif

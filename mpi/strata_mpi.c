@@ -1,0 +1,312 @@
+/* strata_mpi.c — libstrata-mpi: the BDMPI execution model on an unmodified
+ * MPI, through the standard profiling interface (PMPI).
+ *
+ * Before a call that may block (receives, waits, probes, barriers and the
+ * other blocking collectives, and blocking sends), a rank of a
+ * storage-backed group under memory pressure gives its memory back
+ * (strata_sb_release_all) and marks itself idle, so the ranks that can run
+ * get the node's memory.  Message buffers that are storage-backed are
+ * acquired (made resident and pinned) before MPI sees them — the MPI
+ * library may hand them to the kernel (process_vm_readv, sockets), which
+ * does not fault storage-backed pages in — and unpinned when the operation
+ * is complete (for MPI_Isend/MPI_Irecv: when a wait or test completes it).
+ *
+ * Strata's functions are weak references: without libstrata loaded every
+ * wrapper is a plain pass-through.  Use:
+ *   LD_PRELOAD="libstrata.so libstrata-mpi.so" STRATA_SB_DIR=... STRATA_SB_GROUP=... mpirun ...
+ * Built against each MPI found (mpicc: Open MPI and MPICH are not ABI
+ * compatible), see mpi/CMakeLists.txt.
+ */
+#include <mpi.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata.h"
+
+#pragma weak strata_sb_owns
+#pragma weak strata_sb_acquire
+#pragma weak strata_sb_unpin
+#pragma weak strata_sb_release_all
+#pragma weak strata_sb_group_pressure
+#pragma weak strata_sb_idle
+
+/* ---- buffers ------------------------------------------------------------ */
+
+/* Bytes from buf spanned by count elements of type (0 if not storage-backed). */
+static size_t sb_span(const void *buf, int count, MPI_Datatype type) {
+    if (!strata_sb_owns || !buf || count <= 0 || buf == MPI_IN_PLACE || !strata_sb_owns(buf)) return 0;
+    MPI_Aint lb, extent, tlb, textent;
+    if (PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(type, &tlb, &textent) != MPI_SUCCESS)
+        return 0;
+    return (size_t)((MPI_Aint)(count - 1) * extent + textent + tlb);
+}
+
+static size_t pin(const void *buf, int count, MPI_Datatype type, int mode) {
+    size_t len = sb_span(buf, count, type);
+    if (len && strata_sb_acquire((void *)buf, len, mode) != 0) len = 0;
+    return len;
+}
+
+static void unpin(const void *buf, size_t len) {
+    if (len) strata_sb_unpin((void *)buf, len);
+}
+
+/* Nonblocking operations: their pinned buffers by request, unpinned when
+ * a wait or test completes the request.  A full table leaves the buffer
+ * pinned until it is freed or released (safe, only less memory to move). */
+#define PENDING 4096
+static struct {
+    MPI_Request req;
+    const void *buf;
+    size_t len;
+} pending[PENDING];
+static int pending_count;
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void remember(MPI_Request req, const void *buf, size_t len) {
+    if (!len) return;
+    pthread_mutex_lock(&pending_lock);
+    if (pending_count < PENDING) pending[pending_count++] = (typeof(pending[0])){req, buf, len};
+    pthread_mutex_unlock(&pending_lock);
+}
+
+/* Unpins the buffers of requests that are now MPI_REQUEST_NULL among
+ * before[] (what the caller passed) — the ones the call completed. */
+static void completed(const MPI_Request *before, const MPI_Request *after, int n) {
+    if (!strata_sb_unpin || pending_count == 0) return;
+    pthread_mutex_lock(&pending_lock);
+    for (int i = 0; i < n; i++) {
+        if (before[i] == MPI_REQUEST_NULL || after[i] != MPI_REQUEST_NULL) continue;
+        for (int k = 0; k < pending_count; k++)
+            if (pending[k].req == before[i]) {
+                strata_sb_unpin((void *)pending[k].buf, pending[k].len);
+                pending[k] = pending[--pending_count];
+                break;
+            }
+    }
+    pthread_mutex_unlock(&pending_lock);
+}
+
+/* ---- blocking ----------------------------------------------------------- */
+
+static void will_block(void) {
+    if (!strata_sb_group_pressure) return;
+    if (strata_sb_group_pressure()) strata_sb_release_all();
+    strata_sb_idle(1);
+}
+
+static void woke(void) {
+    if (strata_sb_idle) strata_sb_idle(0);
+}
+
+/* ---- wrappers ------------------------------------------------------------ */
+
+int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    will_block();
+    size_t n = pin(buf, count, type, STRATA_SB_READ);
+    int rc = PMPI_Send(buf, count, type, dest, tag, comm);
+    unpin(buf, n);
+    woke();
+    return rc;
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status *st) {
+    will_block();
+    size_t n = pin(buf, count, type, STRATA_SB_WRITE);
+    int rc = PMPI_Recv(buf, count, type, src, tag, comm, st);
+    unpin(buf, n);
+    woke();
+    return rc;
+}
+
+int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount,
+                 MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status *st) {
+    will_block();
+    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
+    size_t nr = pin(rbuf, rcount, rtype, STRATA_SB_WRITE);
+    int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, st);
+    unpin(sbuf, ns);
+    unpin(rbuf, nr);
+    woke();
+    return rc;
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+    size_t n = pin(buf, count, type, STRATA_SB_READ);
+    int rc = PMPI_Isend(buf, count, type, dest, tag, comm, req);
+    if (rc == MPI_SUCCESS) remember(*req, buf, n);
+    else unpin(buf, n);
+    return rc;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Request *req) {
+    size_t n = pin(buf, count, type, STRATA_SB_WRITE);
+    int rc = PMPI_Irecv(buf, count, type, src, tag, comm, req);
+    if (rc == MPI_SUCCESS) remember(*req, buf, n);
+    else unpin(buf, n);
+    return rc;
+}
+
+int MPI_Wait(MPI_Request *req, MPI_Status *st) {
+    MPI_Request before = *req;
+    will_block();
+    int rc = PMPI_Wait(req, st);
+    woke();
+    completed(&before, req, 1);
+    return rc;
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
+    MPI_Request before = *req;
+    int rc = PMPI_Test(req, flag, st);
+    completed(&before, req, 1);
+    return rc;
+}
+
+#define MANY 256   /* requests remembered on the stack per wait/test call */
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
+    MPI_Request before[MANY];
+    int k = n < MANY ? n : MANY;
+    for (int i = 0; i < k; i++) before[i] = reqs[i];
+    will_block();
+    int rc = PMPI_Waitall(n, reqs, sts);
+    woke();
+    completed(before, reqs, k);
+    return rc;
+}
+
+int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st) {
+    MPI_Request before[MANY];
+    int k = n < MANY ? n : MANY;
+    for (int i = 0; i < k; i++) before[i] = reqs[i];
+    will_block();
+    int rc = PMPI_Waitany(n, reqs, index, st);
+    woke();
+    completed(before, reqs, k);
+    return rc;
+}
+
+int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[]) {
+    MPI_Request before[MANY];
+    int k = n < MANY ? n : MANY;
+    for (int i = 0; i < k; i++) before[i] = reqs[i];
+    will_block();
+    int rc = PMPI_Waitsome(n, reqs, outcount, indices, sts);
+    woke();
+    completed(before, reqs, k);
+    return rc;
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]) {
+    MPI_Request before[MANY];
+    int k = n < MANY ? n : MANY;
+    for (int i = 0; i < k; i++) before[i] = reqs[i];
+    int rc = PMPI_Testall(n, reqs, flag, sts);
+    completed(before, reqs, k);
+    return rc;
+}
+
+int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status *st) {
+    will_block();
+    int rc = PMPI_Probe(src, tag, comm, st);
+    woke();
+    return rc;
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+    will_block();
+    int rc = PMPI_Barrier(comm);
+    woke();
+    return rc;
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    will_block();
+    size_t n = pin(buf, count, type, STRATA_SB_WRITE);
+    int rc = PMPI_Bcast(buf, count, type, root, comm);
+    unpin(buf, n);
+    woke();
+    return rc;
+}
+
+int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+    will_block();
+    size_t ns = pin(sbuf, count, type, STRATA_SB_READ);
+    size_t nr = pin(rbuf, count, type, STRATA_SB_WRITE);
+    int rc = PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
+    unpin(sbuf, ns);
+    unpin(rbuf, nr);
+    woke();
+    return rc;
+}
+
+int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    will_block();
+    size_t ns = pin(sbuf, count, type, STRATA_SB_READ);
+    size_t nr = pin(rbuf, count, type, STRATA_SB_WRITE);
+    int rc = PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
+    unpin(sbuf, ns);
+    unpin(rbuf, nr);
+    woke();
+    return rc;
+}
+
+/* The all-to-one and one-to-all collectives: each side pins what it
+ * passes; a receive buffer spans comm-size blocks. */
+static int comm_size(MPI_Comm comm) {
+    int n = 1;
+    PMPI_Comm_size(comm, &n);
+    return n;
+}
+
+int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
+               MPI_Comm comm) {
+    will_block();
+    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
+    size_t nr = pin(rbuf, rcount * comm_size(comm), rtype, STRATA_SB_WRITE);
+    int rc = PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+    unpin(sbuf, ns);
+    unpin(rbuf, nr);
+    woke();
+    return rc;
+}
+
+int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+                  MPI_Comm comm) {
+    will_block();
+    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
+    size_t nr = pin(rbuf, rcount * comm_size(comm), rtype, STRATA_SB_WRITE);
+    int rc = PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+    unpin(sbuf, ns);
+    unpin(rbuf, nr);
+    woke();
+    return rc;
+}
+
+int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
+                MPI_Comm comm) {
+    will_block();
+    size_t ns = pin(sbuf, scount * comm_size(comm), stype, STRATA_SB_READ);
+    size_t nr = pin(rbuf, rcount, rtype, STRATA_SB_WRITE);
+    int rc = PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+    unpin(sbuf, ns);
+    unpin(rbuf, nr);
+    woke();
+    return rc;
+}
+
+int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+                 MPI_Comm comm) {
+    will_block();
+    int p = comm_size(comm);
+    size_t ns = pin(sbuf, scount * p, stype, STRATA_SB_READ);
+    size_t nr = pin(rbuf, rcount * p, rtype, STRATA_SB_WRITE);
+    int rc = PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+    unpin(sbuf, ns);
+    unpin(rbuf, nr);
+    woke();
+    return rc;
+}

@@ -1,0 +1,287 @@
+/* api.c — the strata_sb_* functions: blocks (malloc, calloc, realloc,
+ * free), the range operations (acquire, unpin, release, discard) and the
+ * statistics.  A block's disk space is reserved when it is allocated
+ * (fallocate), so a full disk shows as malloc returning NULL, not as a
+ * write-back that cannot happen later.
+ */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../options/options.h"
+#include "../os/os.h"
+#include "../os/os_storage.h"
+#include "storage.h"
+
+#define RUN_MAX 512   /* granules handled per locked run */
+
+static inline off_t file_off(size_t g) { return (off_t)(g << sb.gran_shift); }
+
+void *sb_alloc(size_t size, size_t align) {
+    if (size == 0) size = 1;
+    if (size > sb.space || align > sb.space) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t rounded = (size + sb.gran - 1) & ~(sb.gran - 1);
+    size_t usable = 0;
+    pthread_mutex_lock(&sb.lock);
+    uint8_t *p = arena_alloc(&sb.arena, rounded, align, &usable, NULL);
+    if (p) sb.allocated += usable;
+    pthread_mutex_unlock(&sb.lock);
+    if (!p) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t g = sb_index(p), n = usable >> sb.gran_shift;
+    int e = sb.flags & STRATA_SB_NO_RESERVE ? 0 : os_file_reserve(sb.fd, file_off(g), (off_t)usable);
+    if (e && e != EOPNOTSUPP) {
+        pthread_mutex_lock(&sb.lock);
+        arena_free(&sb.arena, p, NULL);
+        sb.allocated -= usable;
+        pthread_mutex_unlock(&sb.lock);
+        if (opt(STRATA_OPTION_VERBOSE))
+            strata_message("strata: storage-backed malloc(%zu): no room in %s: %s\n", size, sb.dir, strerror(e));
+        errno = ENOMEM;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        atomic_store_explicit(&sb.st[g + i], (uint8_t)(ST_ALLOC | (i == 0 ? ST_HEAD : 0)), memory_order_release);
+    size_t hi = atomic_load(&sb.hiwater);
+    while (hi < g + n && !atomic_compare_exchange_weak(&sb.hiwater, &hi, g + n)) {
+    }
+    return p;
+}
+
+size_t sb_block_size(const void *p) {
+    if (!sb_in_space(p)) return 0;
+    pthread_mutex_lock(&sb.lock);
+    size_t n = arena_usable(&sb.arena, p);
+    pthread_mutex_unlock(&sb.lock);
+    return n;
+}
+
+/* Drops the granules [g, g+n) from memory and from the file and gives them
+ * the state `keep` (0 for a free, ALLOC|HEAD bits for a discard). */
+static void drop_range(size_t g, size_t n, bool freeing) {
+    for (size_t i = 0; i < n;) {
+        uint8_t states[RUN_MAX];
+        size_t k = 0, resident = 0;
+        while (k < RUN_MAX && i + k < n) {
+            states[k] = sb_lock(g + i + k);
+            if (states[k] & ST_RES) resident++;
+            k++;
+        }
+        uint8_t *a = sb_addr(g + i);
+        size_t len = k << sb.gran_shift;
+        if (sb.mech == STRATA_SB_MECH_MPROTECT) (void)os_sb_protect(a, len, OS_PROT_NONE);
+        (void)os_sb_drop(a, len);
+        if (os_file_punch(sb.fd, file_off(g + i), (off_t)len) == 0)
+            atomic_store_explicit(&sb.stalled_until, 0, memory_order_relaxed);
+        if (resident) sb_budget_give(resident);
+        for (size_t j = 0; j < k; j++) sb_unlock(g + i + j, freeing ? 0 : (uint8_t)(states[j] & (ST_ALLOC | ST_HEAD)));
+        i += k;
+    }
+}
+
+void sb_free_block(void *p) {
+    size_t size = sb_block_size(p);
+    if (size == 0) {
+        strata_error("sb_free(): invalid pointer", p);
+        return;
+    }
+    drop_range(sb_index(p), size >> sb.gran_shift, true);
+    pthread_mutex_lock(&sb.lock);
+    int r = arena_free(&sb.arena, p, NULL);
+    if (r == ARENA_OK) sb.allocated -= size;
+    pthread_mutex_unlock(&sb.lock);
+    if (r != ARENA_OK) strata_error("sb_free(): double free", p);
+}
+
+void *strata_sb_malloc(size_t size) {
+    if (sb_ensure_init()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return sb_alloc(size, sb.gran);
+}
+
+void *strata_sb_calloc(size_t count, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(count, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return strata_sb_malloc(total);   /* new blocks read as zero */
+}
+
+void strata_sb_free(void *p) {
+    if (!p) return;
+    if (!sb_in_space(p)) {
+        strata_error("sb_free(): not a storage-backed block", p);
+        return;
+    }
+    sb_free_block(p);
+}
+
+size_t strata_sb_usable_size(const void *p) { return sb_block_size(p); }
+
+int strata_sb_owns(const void *p) { return sb_in_space(p) && (sb_peek(sb_index(p)) & ST_ALLOC); }
+
+void *strata_sb_realloc(void *p, size_t size) {
+    if (!p) return strata_sb_malloc(size);
+    if (size == 0) {
+        strata_sb_free(p);
+        return NULL;
+    }
+    size_t old = sb_block_size(p);
+    if (old == 0) {
+        strata_error("sb_realloc(): invalid pointer", p);
+        return NULL;
+    }
+    if (size <= old) return p;
+    /* Grow in place into free space after the block: no copy, and the
+     * new granules read as zero like any fresh ones. */
+    size_t rounded = (size + sb.gran - 1) & ~(sb.gran - 1), usable = 0;
+    pthread_mutex_lock(&sb.lock);
+    bool grown = rounded >= size && arena_resize(&sb.arena, p, rounded, &usable);
+    if (grown) sb.allocated += usable - old;
+    pthread_mutex_unlock(&sb.lock);
+    if (grown) {
+        size_t g = sb_index(p) + (old >> sb.gran_shift), n = (usable - old) >> sb.gran_shift;
+        if (!(sb.flags & STRATA_SB_NO_RESERVE)) (void)os_file_reserve(sb.fd, file_off(g), (off_t)(usable - old));
+        for (size_t i = 0; i < n; i++) atomic_store(&sb.st[g + i], (uint8_t)ST_ALLOC);
+        size_t hi = atomic_load(&sb.hiwater);
+        while (hi < g + n && !atomic_compare_exchange_weak(&sb.hiwater, &hi, g + n)) {
+        }
+        return p;
+    }
+    void *q = sb_alloc(size, sb.gran);
+    if (!q) return NULL;
+    memcpy(q, p, old);
+    sb_free_block(p);
+    return q;
+}
+
+/* The granules [*g0, *g1) covering [p, p+len), all in live blocks: 0, or
+ * EINVAL with the error reported as `what`. */
+static int range_of(const void *p, size_t len, const char *what, size_t *g0, size_t *g1) {
+    const uint8_t *a = p;
+    if (!p || len == 0 || !sb_in_space(p) || len > (size_t)(sb.base + sb.space - a)) goto bad;
+    *g0 = sb_index(a);
+    *g1 = sb_index(a + len - 1) + 1;
+    for (size_t g = *g0; g < *g1; g++)
+        if (!(sb_peek(g) & ST_ALLOC)) goto bad;
+    return 0;
+bad:
+    strata_message("strata: %s: %p (+%zu bytes) is not storage-backed memory\n", what, p, len);
+    return EINVAL;
+}
+
+int strata_sb_acquire(void *p, size_t len, int mode) {
+    size_t g0, g1;
+    if (range_of(p, len, "strata_sb_acquire()", &g0, &g1)) return EINVAL;
+    size_t pinned = 0;
+    for (size_t g = g0; g < g1; g++) pinned += !(sb_peek(g) & ST_PIN);
+    if (pinned > sb.budget_pages) {
+        strata_message("strata: strata_sb_acquire(): %zu bytes is more than the budget\n", len);
+        return ENOMEM;
+    }
+    bool write = (mode & STRATA_SB_WRITE) != 0;
+    for (size_t g = g0; g < g1; g++) {
+        /* Load (as on a fault), then pin. */
+        for (;;) {
+            uint8_t s = sb_lock(g);
+            if ((s & ST_RES) && (!write || (s & ST_DIRTY) || sb.mech != STRATA_SB_MECH_MPROTECT)) {
+                sb_unlock(g, (uint8_t)(s | ST_PIN));
+                break;
+            }
+            sb_unlock(g, s);
+            if (sb_fault(g, write) != 0) return EINVAL;   /* freed meanwhile */
+        }
+    }
+    return 0;
+}
+
+int strata_sb_unpin(void *p, size_t len) {
+    size_t g0, g1;
+    if (range_of(p, len, "strata_sb_unpin()", &g0, &g1)) return EINVAL;
+    for (size_t g = g0; g < g1; g++) sb_unlock(g, (uint8_t)(sb_lock(g) & ~ST_PIN));
+    return 0;
+}
+
+int strata_sb_release(void *p, size_t len) {
+    size_t g0, g1;
+    if (range_of(p, len, "strata_sb_release()", &g0, &g1)) return EINVAL;
+    sb_evict_range(g0, g1, true);
+    for (size_t g = g0; g < g1; g++)
+        if (sb_peek(g) & ST_RES) return EIO;   /* a write-back failed: the data stayed */
+    return 0;
+}
+
+size_t strata_sb_release_all(void) {
+    if (!atomic_load_explicit(&sb.ready, memory_order_acquire)) return 0;
+    return sb_evict_range(0, atomic_load(&sb.hiwater), false) << sb.gran_shift;
+}
+
+int strata_sb_discard(void *p, size_t len) {
+    size_t g0, g1;
+    if (range_of(p, len, "strata_sb_discard()", &g0, &g1)) return EINVAL;
+    /* Only granules wholly inside the range: the bytes around it keep their data. */
+    const uint8_t *a = p;
+    if (a != sb_addr(g0)) g0++;
+    if (a + len != sb_addr(g1)) g1--;
+    if (g1 > g0) drop_range(g0, g1 - g0, false);
+    return 0;
+}
+
+static uint64_t count_dirty(void) {
+    size_t hi = atomic_load(&sb.hiwater), dirty = 0;
+    bool scan = sb.wp_async && sb.write_policy == STRATA_SB_LAZY;
+    for (size_t g = 0; g < hi; g++) {
+        uint8_t s = sb_peek(g);
+        if ((s & ST_RES) && (s & ST_DIRTY)) dirty += sb.gran;
+    }
+    if (scan && hi) {
+        /* Written pages the state does not know yet: ask without re-arming. */
+        enum { CAP = 64 };
+        uintptr_t runs[2 * CAP];
+        uintptr_t start = (uintptr_t)sb.base, end = (uintptr_t)sb_addr(hi);
+        for (;;) {
+            long k = os_pagemap_written(sb.pagemap_fd, start, end, runs, CAP, false);
+            if (k <= 0) break;
+            for (long r = 0; r < k; r++)
+                for (uintptr_t x = runs[2 * r]; x < runs[2 * r + 1]; x += sb.gran)
+                    if (!(sb_peek(sb_index((void *)x)) & ST_DIRTY)) dirty += sb.gran;
+            if (k < CAP) break;
+            start = runs[2 * CAP - 1];
+        }
+    }
+    return dirty;
+}
+
+void strata_sb_stats(strata_sb_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    if (!atomic_load_explicit(&sb.ready, memory_order_acquire)) return;
+    out->budget = (uint64_t)sb.budget_pages << sb.gran_shift;
+    out->granularity = sb.gran;
+    pthread_mutex_lock(&sb.lock);
+    out->allocated = sb.allocated;
+    pthread_mutex_unlock(&sb.lock);
+    out->resident = (uint64_t)atomic_load(&sb.resident) << sb.gran_shift;
+    out->dirty = count_dirty();
+    out->bytes_written = atomic_load(&sb.bytes_written);
+    out->bytes_read = atomic_load(&sb.bytes_read);
+    out->faults = atomic_load(&sb.faults);
+    out->write_faults = atomic_load(&sb.write_faults);
+    out->evictions = atomic_load(&sb.evictions);
+    out->io_ns = atomic_load(&sb.io_ns);
+    out->over_budget = atomic_load(&sb.over_budget);
+    out->writeback_failures = atomic_load(&sb.writeback_failures);
+    out->mechanism = sb.mech;
+    out->wp_async = sb.wp_async;
+    out->group_members = sb_group_members();
+    out->group_budget = sb_group_budget();
+    out->group_resident = sb_group_total();
+}

@@ -1,0 +1,168 @@
+/* budget.c — the resident budget and eviction.  `resident` counts the
+ * granules resident or being loaded; a loader takes its share before it
+ * loads, evicting first when the budget is full, so the count (and with
+ * it the memory) never passes the budget while anything is evictable.
+ *
+ * Victims are found by a clock hand sweeping the state table in address
+ * order and taken in runs of contiguous resident granules (at least
+ * evict_batch, so one fault in a sweep pays for many, and each run is one
+ * write).  Without reference bits (neither mechanism sees reads of a
+ * resident page) the sweep is FIFO by address, which for the sweeps of
+ * data-parallel programs evicts what was touched longest ago.
+ */
+#define _GNU_SOURCE 1
+#include <sched.h>
+#include <time.h>
+
+#include "../os/os.h"
+#include "storage.h"
+
+#define EVICT_MAX 512   /* granules per run at most (the state array is on the stack) */
+
+void sb_budget_give(size_t n) {
+    atomic_fetch_sub_explicit(&sb.resident, n, memory_order_release);
+    if (sb.group) sb_group_add(-(int64_t)(n << sb.gran_shift));
+}
+
+/* Locks up to limit granules from g that are resident (and unpinned unless
+ * include_pinned); stops at the first that is not, or is taken. */
+static size_t lock_run(size_t g, size_t limit, uint8_t *states, bool include_pinned) {
+    size_t n = 0;
+    while (n < limit) {
+        int s = sb_trylock(g + n);
+        if (s < 0) break;
+        if (!(s & ST_RES) || ((s & ST_PIN) && !include_pinned)) {
+            sb_unlock(g + n, (uint8_t)s);
+            break;
+        }
+        states[n++] = (uint8_t)s;
+    }
+    return n;
+}
+
+static size_t evict_locked(size_t g, size_t n, uint8_t *states) {
+    size_t done = sb_evict_run(g, n, states) == 0 ? n : 0;
+    for (size_t i = 0; i < n; i++) sb_unlock(g + i, states[i]);
+    return done;
+}
+
+/* Evicts at least need granules if it can; returns how many it evicted. */
+static size_t evict_some(size_t need) {
+    size_t hi = atomic_load_explicit(&sb.hiwater, memory_order_acquire);
+    if (hi == 0) return 0;
+    if (need < sb.evict_batch) need = sb.evict_batch;
+    size_t h = atomic_load_explicit(&sb.hand, memory_order_relaxed) % hi;
+    size_t done = 0;
+    for (size_t scanned = 0; done < need && scanned < 2 * hi;) {
+        uint8_t s = sb_peek(h);
+        size_t step = 1;
+        if ((s & ST_RES) && !(s & (ST_BUSY | ST_PIN))) {
+            uint8_t states[EVICT_MAX];
+            size_t want = need - done;
+            if (want > EVICT_MAX) want = EVICT_MAX;
+            if (want > hi - h) want = hi - h;
+            size_t n = lock_run(h, want, states, false);
+            if (n) {
+                done += evict_locked(h, n, states);
+                step = n;
+            }
+        }
+        scanned += step;
+        h += step;
+        if (h >= hi) h = 0;
+    }
+    atomic_store_explicit(&sb.hand, h, memory_order_relaxed);
+    return done;
+}
+
+/* The group's share of the work: the total is the gate. */
+static void group_take(size_t n) {
+    size_t bytes = n << sb.gran_shift;
+    size_t asked = sb_group_fair_excess();
+    if (asked) evict_some((asked + sb.gran - 1) >> sb.gran_shift);
+    for (unsigned idle_rounds = 0;;) {
+        if (sb_group_try_take(bytes)) {
+            atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
+            return;
+        }
+        uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
+        if (stalled && os_now_ms() < stalled) break;
+        size_t excess = sb_group_excess(bytes);
+        if (excess && evict_some((excess + sb.gran - 1) >> sb.gran_shift) > 0) continue;
+        if (sb_group_reap() > 0) continue;
+        /* Ours are all taken: ask the others, and give them a moment.  If
+         * they do not answer (blocked with pinned buffers), go over, and do
+         * not wait again for a while. */
+        uint64_t quiet = atomic_load_explicit(&sb.unanswered_until, memory_order_relaxed);
+        if (quiet && os_now_ms() < quiet) break;
+        uint64_t before = sb_group_total();
+        sb_group_ask();
+        if (++idle_rounds < 32) {
+            struct timespec ts = {0, 100 * 1000};
+            nanosleep(&ts, NULL);
+            if (sb_group_total() < before) idle_rounds = 0;
+            continue;
+        }
+        atomic_store_explicit(&sb.unanswered_until, os_now_ms() + SB_STALL_MS, memory_order_relaxed);
+        break;
+    }
+    atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
+    sb_group_add((int64_t)bytes);
+    atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
+}
+
+void sb_budget_take(size_t n) {
+    if (sb.group) {
+        group_take(n);
+        return;
+    }
+    unsigned idle_rounds = 0;
+    for (;;) {
+        size_t cur = atomic_load_explicit(&sb.resident, memory_order_acquire);
+        if (cur + n <= sb.budget_pages) {
+            if (atomic_compare_exchange_weak_explicit(&sb.resident, &cur, cur + n, memory_order_acq_rel,
+                                                      memory_order_relaxed))
+                return;
+            continue;
+        }
+        uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
+        if (stalled && os_now_ms() < stalled) break;
+        if (evict_some(cur + n - sb.budget_pages) > 0) {
+            idle_rounds = 0;
+            continue;
+        }
+        /* Nothing evictable now: other threads may be writing back what
+         * they took; only when that does not help either, go over. */
+        if (atomic_load_explicit(&sb.resident, memory_order_acquire) < cur || ++idle_rounds < 64) {
+            sched_yield();
+            continue;
+        }
+        break;
+    }
+    atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
+    atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
+}
+
+size_t sb_evict_range(size_t from, size_t to, bool include_pinned) {
+    size_t done = 0;
+    for (size_t g = from; g < to;) {
+        uint8_t s = sb_peek(g);
+        if (!(s & ST_RES) || ((s & ST_PIN) && !include_pinned)) {
+            g++;
+            continue;
+        }
+        uint8_t states[EVICT_MAX];
+        s = sb_lock(g);   /* wait for a load in flight */
+        if (!(s & ST_RES) || ((s & ST_PIN) && !include_pinned)) {
+            sb_unlock(g, s);
+            g++;
+            continue;
+        }
+        states[0] = s;
+        size_t limit = to - g < EVICT_MAX ? to - g : EVICT_MAX;
+        size_t n = 1 + lock_run(g + 1, limit - 1, states + 1, include_pinned);
+        done += evict_locked(g, n, states);
+        g += n;
+    }
+    return done;
+}

@@ -1,0 +1,221 @@
+/* group.c — one budget for the processes of a node that were started with
+ * the same STRATA_SB_GROUP: a small table in shared memory
+ * (/dev/shm/strata-sb-<group>) holds the group's resident total, checked
+ * and raised with one compare-and-swap per load, and one slot per member
+ * (pid, start time, resident bytes, a release request).
+ *
+ * A member that needs memory the group does not have evicts its own pages
+ * first; if it has none to give, it asks the others (idle ones — those
+ * that said so with strata_sb_idle — first), which give back down to a
+ * fair share at their next load or blocking call.  A member that died
+ * without leaving (kill -9, a crash) would keep its share forever: a
+ * member whose pid is gone, or now belongs to a process started at another
+ * time, is removed and its share returned.  All of this runs in the fault
+ * path: atomics, kill(pid, 0) and reads of /proc only.
+ */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../options/options.h"
+#include "../os/os.h"
+#include "../os/os_storage.h"
+#include "storage.h"
+
+#define GROUP_MAGIC 0x5354524153424731ull   /* "STRASBG1" */
+
+typedef struct sb_member_s {
+    _Atomic int32_t pid;         /* 0 free, -1 being removed */
+    _Atomic uint32_t idle;
+    _Atomic uint32_t release_request;
+    uint32_t pad;
+    _Atomic uint64_t start;      /* the process's start time, to tell a reused pid */
+    _Atomic uint64_t resident;   /* bytes */
+} sb_member;
+
+struct sb_group_s {
+    _Atomic uint64_t magic;      /* 0, 1 while the first member sets up, then GROUP_MAGIC */
+    _Atomic uint64_t budget;     /* bytes */
+    _Atomic uint64_t total;      /* bytes resident over all members */
+    sb_member m[SB_GROUP_SLOTS];
+};
+
+/* Field 22 of /proc/<pid>/stat (start time in clock ticks), 0 if the
+ * process is gone.  No stdio: it runs in signal handlers. */
+static uint64_t start_time(int pid) {
+    char path[32] = "/proc/", digits[12];
+    int n = 0;
+    for (int v = pid; v > 0 && n < 11; v /= 10) digits[n++] = (char)('0' + v % 10);
+    size_t len = 6;
+    while (n > 0) path[len++] = digits[--n];
+    memcpy(path + len, "/stat", 6);
+    return os_stat_field(path, 22);
+}
+
+static bool member_dead(sb_member *m, int pid) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+    uint64_t st = atomic_load(&m->start);
+    return st && start_time(pid) != st;
+}
+
+size_t sb_group_reap(void) {
+    struct sb_group_s *g = sb.group;
+    size_t reaped = 0;
+    int me = getpid();
+    for (int i = 0; i < SB_GROUP_SLOTS; i++) {
+        sb_member *m = &g->m[i];
+        int pid = atomic_load(&m->pid);
+        if (pid <= 0 || pid == me || !member_dead(m, pid)) continue;
+        if (!atomic_compare_exchange_strong(&m->pid, &pid, -1)) continue;
+        atomic_fetch_sub(&g->total, atomic_exchange(&m->resident, 0));
+        atomic_store(&m->pid, 0);
+        reaped++;
+    }
+    return reaped;
+}
+
+static int members(void) {
+    int n = 0;
+    for (int i = 0; i < SB_GROUP_SLOTS; i++) n += atomic_load(&sb.group->m[i].pid) > 0;
+    return n;
+}
+
+void sb_group_add(int64_t bytes) {
+    atomic_fetch_add(&sb.group->total, (uint64_t)bytes);
+    atomic_fetch_add(&sb.me->resident, (uint64_t)bytes);
+}
+
+bool sb_group_try_take(size_t bytes) {
+    struct sb_group_s *g = sb.group;
+    uint64_t cur = atomic_load(&g->total);
+    uint64_t budget = atomic_load(&g->budget);
+    while (cur + bytes <= budget) {
+        if (atomic_compare_exchange_weak(&g->total, &cur, cur + bytes)) {
+            atomic_fetch_add(&sb.me->resident, bytes);
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t sb_group_excess(size_t bytes) {
+    uint64_t cur = atomic_load(&sb.group->total), budget = atomic_load(&sb.group->budget);
+    return cur + bytes > budget ? (size_t)(cur + bytes - budget) : 0;
+}
+
+void sb_group_ask(void) {
+    /* Idle members first; if there are none, everyone. */
+    bool any_idle = false;
+    int me = getpid();
+    for (int pass = 0; pass < 2 && !any_idle; pass++)
+        for (int i = 0; i < SB_GROUP_SLOTS; i++) {
+            sb_member *m = &sb.group->m[i];
+            int pid = atomic_load(&m->pid);
+            if (pid <= 0 || pid == me || !atomic_load(&m->resident)) continue;
+            if (pass == 0 && !atomic_load(&m->idle)) continue;
+            atomic_store(&m->release_request, 1);
+            any_idle = true;
+        }
+}
+
+size_t sb_group_fair_excess(void) {
+    if (!atomic_exchange(&sb.me->release_request, 0)) return 0;
+    int n = members();
+    uint64_t share = atomic_load(&sb.group->budget) / (uint64_t)(n > 0 ? n : 1);
+    uint64_t mine = atomic_load(&sb.me->resident);
+    return mine > share ? (size_t)(mine - share) : 0;
+}
+
+int strata_sb_group_pressure(void) {
+    if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || !sb.group) return 0;
+    if (atomic_load(&sb.me->release_request)) return 1;
+    uint64_t budget = atomic_load(&sb.group->budget);
+    return atomic_load(&sb.group->total) + budget / 16 >= budget;
+}
+
+void strata_sb_idle(int idle) {
+    if (atomic_load_explicit(&sb.ready, memory_order_acquire) && sb.group) atomic_store(&sb.me->idle, idle != 0);
+}
+
+int sb_group_join(const char *name, size_t budget) {
+    char path[128];
+    size_t len = strlen(name);
+    if (len == 0 || len > 64 || strchr(name, '/')) {
+        strata_message("strata: storage-backed memory: group name \"%s\" is not 1 to 64 characters without '/'\n",
+                       name);
+        return EINVAL;
+    }
+    memcpy(path, "/dev/shm/strata-sb-", 19);
+    memcpy(path + 19, name, len + 1);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || ftruncate(fd, sizeof(struct sb_group_s)) != 0) {
+        int e = errno;
+        strata_message("strata: storage-backed memory: cannot open the group table %s: %s\n", path, strerror(e));
+        if (fd >= 0) close(fd);
+        return e;
+    }
+    struct sb_group_s *g = os_sb_map_shared(fd, sizeof *g);
+    close(fd);
+    if (!g) return ENOMEM;
+    uint64_t zero = 0;
+    if (atomic_compare_exchange_strong(&g->magic, &zero, 1)) {
+        atomic_store(&g->budget, budget);
+        atomic_store(&g->magic, GROUP_MAGIC);
+    }
+    for (int i = 0; atomic_load(&g->magic) != GROUP_MAGIC; i++) {
+        if (i > 1000) {
+            strata_message("strata: storage-backed memory: the group table %s is not valid\n", path);
+            os_free(g, (sizeof *g + os_page_size() - 1) & ~(os_page_size() - 1));
+            return EINVAL;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&g->budget) != budget && opt(STRATA_OPTION_VERBOSE))
+        strata_message("strata: storage-backed memory: group %s has a budget of %llu bytes (not %zu)\n", name,
+                       (unsigned long long)atomic_load(&g->budget), budget);
+    sb.group = g;
+    sb_group_reap();
+    int me = getpid();
+    for (int i = 0; i < SB_GROUP_SLOTS; i++) {
+        int32_t free_slot = 0;
+        if (atomic_compare_exchange_strong(&g->m[i].pid, &free_slot, me)) {
+            sb.me = &g->m[i];
+            atomic_store(&sb.me->start, start_time(me));
+            atomic_store(&sb.me->resident, 0);
+            atomic_store(&sb.me->idle, 0);
+            atomic_store(&sb.me->release_request, 0);
+            return 0;
+        }
+    }
+    strata_message("strata: storage-backed memory: group %s is full (%d members)\n", name, SB_GROUP_SLOTS);
+    sb.group = NULL;
+    os_free(g, (sizeof *g + os_page_size() - 1) & ~(os_page_size() - 1));
+    return EBUSY;
+}
+
+void sb_group_leave(void) {
+    if (!sb.group) return;
+    atomic_fetch_sub(&sb.group->total, atomic_exchange(&sb.me->resident, 0));
+    atomic_store(&sb.me->pid, 0);
+    os_free(sb.group, (sizeof *sb.group + os_page_size() - 1) & ~(os_page_size() - 1));
+    sb.group = NULL;
+    sb.me = NULL;
+}
+
+uint64_t sb_group_budget(void) { return sb.group ? atomic_load(&sb.group->budget) : 0; }
+uint64_t sb_group_total(void) { return sb.group ? atomic_load(&sb.group->total) : 0; }
+int sb_group_members(void) { return sb.group ? members() : 0; }
+
+/* Leaving at exit returns this process's share at once (a killed one is
+ * found dead by the others instead). */
+__attribute__((destructor)) static void group_at_exit(void) {
+    if (sb.group) {
+        atomic_fetch_sub(&sb.group->total, atomic_exchange(&sb.me->resident, 0));
+        atomic_store(&sb.me->pid, 0);
+    }
+}

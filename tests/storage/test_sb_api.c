@@ -1,0 +1,206 @@
+/* test_sb_api.c — the strata_sb_* API one behaviour at a time, with the
+ * mechanism given on the command line: configuration errors and their
+ * messages, blocks (malloc, calloc, realloc, free, usable size), the EFAULT
+ * rule for system calls and acquire, release, unpin, discard, the auto
+ * budget, and bad pointers.
+ *
+ * usage: test_sb_api MECH
+ */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sb_util.h"
+
+static int mech;
+static const char *dir;
+static size_t ps;
+
+static strata_sb_config config(size_t budget) {
+    strata_sb_config c = {.dir = dir, .budget = budget, .mechanism = mech};
+    return c;
+}
+
+static strata_sb_config bad_cfg;
+static int bad_result;
+static void try_init(void *arg) {
+    (void)arg;
+    bad_result = strata_sb_init(&bad_cfg);
+}
+/* Init with c must fail with err and print a line containing text. */
+static void expect_refused(strata_sb_config c, int err, const char *text) {
+    bad_cfg = c;
+    const char *out = capture_stderr(try_init, NULL);
+    if (bad_result != err || !strstr(out, text) || strncmp(out, "strata: ", 8) != 0) {
+        fprintf(stderr, "init refused with %d (want %d), said: %s(want \"%s\")\n", bad_result, err, out, text);
+        exit(1);
+    }
+}
+
+static void test_bad_config(void) {
+    expect_refused(config((size_t)1 << 50), EINVAL, "larger than this machine's memory");
+    expect_refused(config(100), EINVAL, "smaller than one storage page");
+    strata_sb_config c = config(1 << 20);
+    c.page_multiple = 3;
+    expect_refused(c, EINVAL, "not a power of two");
+    c = config(1 << 20);
+    c.read_policy = 7;
+    expect_refused(c, EINVAL, "policy");
+    c = config(1 << 20);
+    c.dir = "/nonexistent/strata-sb";
+    expect_refused(c, ENOENT, "/nonexistent/strata-sb");
+    c.dir = "/proc/self";     /* no file can be created there */
+    bad_cfg = c;
+    const char *out = capture_stderr(try_init, NULL);
+    CHECK(bad_result != 0 && strstr(out, "cannot create a file in /proc/self"));
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    CHECK(st.mechanism == 0);   /* nothing half set up */
+}
+
+static void test_blocks(void) {
+    strata_sb_config c = config(1 << 20);
+    sb_init_or_skip(&c);
+    CHECK(strata_sb_init(&c) == EBUSY);
+    char *p = strata_sb_malloc(3 * ps + 5);
+    CHECK(p && ((uintptr_t)p % ps) == 0);
+    CHECK(strata_sb_usable_size(p) >= 3 * ps + 5);
+    for (size_t i = 0; i < 3 * ps + 5; i++) CHECK(p[i] == 0);
+    memset(p, 'a', 3 * ps + 5);
+    p = strata_sb_realloc(p, 4u << 20);   /* bigger than the budget */
+    CHECK(p);
+    for (size_t i = 0; i < 3 * ps + 5; i++) CHECK(p[i] == 'a');
+    for (size_t i = 3 * ps + 5; i < (4u << 20); i += 4096) CHECK(p[i] == 0);
+    CHECK(strata_sb_realloc(p, 10) == p);
+    size_t *q = strata_sb_calloc(1000, sizeof(size_t));
+    for (int i = 0; i < 1000; i++) CHECK(q[i] == 0);
+    CHECK(strata_sb_calloc((size_t)1 << 40, (size_t)1 << 40) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(strata_sb_malloc((size_t)1 << 46) == NULL && errno == ENOMEM);
+    CHECK(strata_sb_shutdown() == EBUSY);
+    strata_sb_free(p);
+    strata_sb_free(q);
+    strata_sb_free(NULL);
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    CHECK(st.allocated == 0 && st.resident == 0);
+    CHECK(strata_sb_shutdown() == 0);
+}
+
+/* The EFAULT rule: the kernel does not fault storage-backed pages in for
+ * read(2)/write(2); acquired ranges work. */
+static void test_syscalls(void) {
+    strata_sb_config c = config(64 * ps);
+    sb_init_or_skip(&c);
+    size_t len = 256 * ps;   /* 4x the budget */
+    unsigned char *p = strata_sb_malloc(len);
+    CHECK(p);
+    for (size_t i = 0; i < len; i++) p[i] = (unsigned char)(i * 7);
+    CHECK(strata_sb_release_all() > 0);
+    /* A file with known bytes to read from. */
+    char path[] = "/tmp/strata-sb-api-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    static unsigned char src[16 * 4096];
+    for (size_t i = 0; i < sizeof src; i++) src[i] = (unsigned char)(i ^ 0x5a);
+    CHECK(write(fd, src, sizeof src) == (ssize_t)sizeof src);
+    size_t n = 16 * ps < sizeof src ? 16 * ps : sizeof src;
+    unsigned char *dst = p + 100 * ps;
+    errno = 0;
+    ssize_t r = pread(fd, dst, n, 0);
+    CHECK(r == -1 && errno == EFAULT);          /* not resident: the kernel says EFAULT */
+    CHECK(strata_sb_acquire(dst, n, STRATA_SB_WRITE) == 0);
+    CHECK(pread(fd, dst, n, 0) == (ssize_t)n);
+    strata_sb_release_all();
+    CHECK(proc_resident((uintptr_t)dst, (uintptr_t)dst + n) == n);   /* pinned pages stay */
+    CHECK(memcmp(dst, src, n) == 0);
+    /* write(2) from an acquired range that was evicted before. */
+    unsigned char *from = p + 200 * ps;
+    CHECK(strata_sb_release(from, 8 * ps) == 0);
+    CHECK(strata_sb_acquire(from, 8 * ps, STRATA_SB_READ) == 0);
+    CHECK(pwrite(fd, from, 8 * ps, 0) == (ssize_t)(8 * ps));
+    static unsigned char back[8 * 4096 * 16];
+    CHECK(pread(fd, back, 8 * ps, 0) == (ssize_t)(8 * ps));
+    for (size_t i = 0; i < 8 * ps; i++) CHECK(back[i] == (unsigned char)((200 * ps + i) * 7));
+    CHECK(strata_sb_unpin(dst, n) == 0 && strata_sb_unpin(from, 8 * ps) == 0);
+    CHECK(strata_sb_release(dst, n) == 0);
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    CHECK(st.resident <= st.budget);
+    /* Everything survives, the read data included. */
+    CHECK(memcmp(dst, src, n) == 0);
+    for (size_t i = 0; i < len; i++)
+        if (i < 100 * ps || i >= 100 * ps + n) CHECK(p[i] == (unsigned char)(i * 7));
+    /* Acquiring more than the budget is refused. */
+    CHECK(strata_sb_acquire(p, len, STRATA_SB_READ) == ENOMEM);
+    close(fd);
+    /* Discard drops whole pages only; their bytes read as zero after. */
+    memset(p, 1, 4 * ps);
+    CHECK(strata_sb_discard(p + 10, 3 * ps) == 0);     /* covers page 1 and 2 wholly */
+    CHECK(p[0] == 1 && p[10] == 1 && p[ps - 1] == 1);
+    CHECK(p[ps] == 0 && p[3 * ps - 1] == 0);
+    CHECK(p[3 * ps] == 1);
+    strata_sb_release_all();
+    CHECK(p[ps] == 0 && p[3 * ps] == 1);
+    strata_sb_free(p);
+    CHECK(strata_sb_shutdown() == 0);
+}
+
+static void *bad_ptr;
+static void bad_acquire(void *arg) {
+    (void)arg;
+    CHECK(strata_sb_acquire(bad_ptr, 100, STRATA_SB_READ) == EINVAL);
+}
+static void bad_release(void *arg) {
+    (void)arg;
+    CHECK(strata_sb_release(bad_ptr, 100) == EINVAL);
+}
+static void bad_free(void *arg) {
+    (void)arg;
+    strata_sb_free(bad_ptr);
+}
+
+static void test_bad_pointers(void) {
+    strata_sb_config c = config(1 << 20);
+    sb_init_or_skip(&c);
+    char local[64];
+    bad_ptr = local;
+    CHECK(strstr(capture_stderr(bad_acquire, NULL), "is not storage-backed memory"));
+    CHECK(strstr(capture_stderr(bad_release, NULL), "is not storage-backed memory"));
+    CHECK(strstr(capture_stderr(bad_free, NULL), "sb_free(): not a storage-backed block"));
+    char *p = strata_sb_malloc(3 * ps);
+    bad_ptr = p + ps;       /* inside a block, not its start */
+    CHECK(strstr(capture_stderr(bad_free, NULL), "sb_free(): invalid pointer"));
+    CHECK(strata_sb_owns(p + ps) && !strata_sb_owns(local));
+    strata_sb_free(p);
+    bad_ptr = p;            /* freed: not storage-backed any more */
+    CHECK(strstr(capture_stderr(bad_acquire, NULL), "is not storage-backed memory"));
+    CHECK(strata_sb_shutdown() == 0);
+}
+
+static void test_auto_budget(void) {
+    setenv("STRATA_MEMORY_LIMIT", "1G", 1);
+    strata_sb_config c = config(0);
+    sb_init_or_skip(&c);
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    CHECK(st.budget == (1u << 30) - (128u << 20));   /* an eighth kept as headroom */
+    CHECK(strata_sb_shutdown() == 0);
+    unsetenv("STRATA_MEMORY_LIMIT");
+}
+
+int main(int argc, char **argv) {
+    mech = parse_mech(argc > 1 ? argv[1] : "auto");
+    dir = getenv("TEST_SB_DIR");
+    ps = (size_t)sysconf(_SC_PAGESIZE);
+    test_bad_config();
+    test_blocks();
+    test_syscalls();
+    test_bad_pointers();
+    test_auto_budget();
+    printf("ok\n");
+    return 0;
+}
