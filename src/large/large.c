@@ -311,13 +311,8 @@ static size_t max_request(void) {
 /* Under STRATA_NUMA=local the block goes where the requesting thread runs,
  * even when it is a block another node's thread freed. */
 static void large_place(void *p, size_t size, int node) {
-    if (os_numa_node_count() <= 1) return;
     size_t len = (size + os_page_size() - 1) & ~(os_page_size() - 1);
-    long mode = opt(STRATA_OPTION_NUMA);
-    unsigned how = OS_NUMA_MOVE | (node >= 0 ? OS_NUMA_EXPLICIT : 0);
-    if (node < 0 && mode == STRATA_NUMA_LOCAL) node = os_numa_current_node();
-    if (node >= 0) os_numa_bind_ex(p, len, node, how);
-    else if (mode == STRATA_NUMA_INTERLEAVE) os_numa.interleave(p, len);
+    os_numa_place(p, len, node, (int)opt(STRATA_OPTION_NUMA));
 }
 
 void *large_alloc(size_t size, size_t align, bool zero) {

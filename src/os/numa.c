@@ -152,3 +152,11 @@ int os_numa_bind_ex(void *addr, size_t size, int node, unsigned how) {
     if (os_numa.bind != linux_bind) return os_numa.bind(addr, size, node);
     return bind_checked(addr, size, node, ((how & OS_NUMA_MOVE) ? MPOL_MF_MOVE : 0) | (how & OS_NUMA_EXPLICIT));
 }
+
+int os_numa_place(void *addr, size_t size, int node, int mode) {
+    if (os_numa_node_count() <= 1) return 0;
+    unsigned how = OS_NUMA_MOVE | (node >= 0 ? OS_NUMA_EXPLICIT : 0);
+    if (node < 0 && mode == 1) node = os_numa_current_node();
+    if (node >= 0) return os_numa_bind_ex(addr, size, node, how);
+    return mode == 2 ? os_numa.interleave(addr, size) : 0;
+}

@@ -65,6 +65,12 @@ int os_numa_node_usable(int node);
  * that is bind.  With a test's faked ops: their bind.  0 on one node. */
 enum { OS_NUMA_MOVE = 1, OS_NUMA_EXPLICIT = 16 };
 int os_numa_bind_ex(void *addr, size_t size, int node, unsigned how);
+/* Places a block's pages (size rounded to pages by the caller): on node if
+ * node >= 0 (an explicit request), else as mode says — the values of
+ * STRATA_NUMA: 0 off (nothing), 1 local (the calling thread's node),
+ * 2 interleave.  Resident pages are moved.  Used by the large tier and
+ * storage-backed memory, whose blocks are reused across threads. */
+int os_numa_place(void *addr, size_t size, int node, int mode);
 /* Where each page is (move_pages query): nodes[i] is a node or -errno
  * (-ENOENT: not resident).  Returns 0 or errno. */
 int os_numa_pages_nodes(void *const *pages, int count, int *nodes);

@@ -46,6 +46,10 @@ void *sb_alloc(size_t size, size_t align) {
         errno = ENOMEM;
         return NULL;
     }
+    /* STRATA_NUMA: pages filled later (by whichever thread touches them)
+     * follow the range's policy, so the block stays on the allocating
+     * thread's node under local (docs/numa.md). */
+    os_numa_place(p, usable, -1, (int)opt(STRATA_OPTION_NUMA));
     for (size_t i = 0; i < n; i++)
         atomic_store_explicit(&sb.st[g + i], (uint8_t)(ST_ALLOC | (i == 0 ? ST_HEAD : 0)), memory_order_release);
     size_t hi = atomic_load(&sb.hiwater);

@@ -413,6 +413,42 @@ static void check_policy(const char *which) {
     free(p);
 }
 
+/* Storage-backed memory: a block a node-1 thread allocated comes back on
+ * node 1 after its pages were dropped to the file, even when a node-0
+ * thread touches it first (STRATA_NUMA=local). */
+#define SB_SIZE ((size_t)2 << 20)
+static void *sb_alloc_fill(void *arg) {
+    unsigned char **p = arg;
+    *p = strata_sb_malloc(SB_SIZE);
+    if (*p) memset(*p, 9, SB_SIZE);
+    return p;
+}
+static void *sb_read_all(void *arg) {
+    unsigned char *p = *(unsigned char **)arg;
+    unsigned sum = 0;
+    for (size_t i = 0; i < SB_SIZE; i += PAGE) sum += p[i];
+    return (void *)(uintptr_t)sum;
+}
+static void check_storage(void) {
+    strata_sb_config cfg = {.dir = "/tmp", .budget = (size_t)16 << 20};
+    int e = strata_sb_init(&cfg);
+    if (e) { fprintf(stderr, "FAIL: strata_sb_init: %s\n", strerror(e)); failures++; return; }
+    unsigned char *p = NULL;
+    on_node(1, sb_alloc_fill, &p);
+    CHECK(p != NULL, "strata_sb_malloc: %s", strerror(errno));
+    if (!p) return;
+    tally t = {{0}, 0};
+    count_range(&t, p, SB_SIZE);
+    expect_all_on("storage: filled on node 1", &t, 1);
+    CHECK(strata_sb_release(p, SB_SIZE) == 0, "strata_sb_release");
+    uintptr_t sum = (uintptr_t)on_node(0, sb_read_all, &p);
+    CHECK(sum == 9u * (SB_SIZE / PAGE), "storage: data after the release: %lu", (unsigned long)sum);
+    memset(&t, 0, sizeof t);
+    count_range(&t, p, SB_SIZE);
+    expect_all_on("storage: loaded again by a node-0 thread", &t, 1);
+    strata_sb_free(p);
+}
+
 /* strata_malloc_onnode and strata_node_of, on any machine. */
 typedef struct { int node; size_t size; void *p[64]; } onnode_set;
 static void *onnode_alloc(void *arg) {
@@ -493,7 +529,7 @@ static void check_api(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: numa_locality place MODE|crossfree|purge|migrate|policy WHICH|api\n");
+        fprintf(stderr, "usage: numa_locality place MODE|crossfree|purge|migrate|policy WHICH|storage|api\n");
         return 2;
     }
     const char *what = argv[1], *arg = argc > 2 ? argv[2] : "";
@@ -507,6 +543,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(what, "migrate")) check_migrate();
     else if (!strcmp(what, "policy")) check_policy(arg);
     else if (!strcmp(what, "api")) check_api();
+    else if (!strcmp(what, "storage")) check_storage();
     else {
         fprintf(stderr, "numa_locality: unknown check '%s'\n", what);
         return 2;

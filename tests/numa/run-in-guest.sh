@@ -25,6 +25,7 @@ done
 run "crossfree" env STRATA_NUMA=local "$t" crossfree
 run "purge" env STRATA_NUMA=local "$t" purge
 run "migrate" env STRATA_NUMA=local "$t" migrate
+run "storage" env STRATA_NUMA=local "$t" storage
 run "api" env STRATA_NUMA=local "$t" api
 run "api STRATA_NUMA=off" env STRATA_NUMA=off "$t" api
 run "policy numactl --membind=1" env STRATA_NUMA=local numactl --membind=1 "$t" policy membind1
