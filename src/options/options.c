@@ -14,6 +14,8 @@
  */
 #include "options.h"
 
+#include "../os/os.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
@@ -313,11 +315,18 @@ long strata_option_get(strata_option_t o) {
     return opt(o);
 }
 
+/* Stores a checked value; the memory limit is also the OS layer's, which
+ * reads no options itself. */
+static void option_store(int o, long v) {
+    atomic_store_explicit(&strata_options[o], v, memory_order_relaxed);
+    if (o == STRATA_OPTION_MEMORY_LIMIT) os_set_memory_limit((size_t)v);
+}
+
 int strata_option_set(strata_option_t o, long value) {
     if ((unsigned)o >= STRATA_OPTION_COUNT) return EINVAL;
     options_init();
     if (value < table[o].min || value > table[o].max) return EINVAL;
-    atomic_store_explicit(&strata_options[o], value, memory_order_relaxed);
+    option_store(o, value);
     return 0;
 }
 
@@ -329,7 +338,7 @@ int strata_option_set_str(const char *name, const char *value) {
         if (strcasecmp(name, table[i].name)) continue;
         long v;
         if (!parse_value(&table[i], value, &v)) return EINVAL;
-        atomic_store_explicit(&strata_options[i], v, memory_order_relaxed);
+        option_store(i, v);
         return 0;
     }
     return EINVAL;

@@ -182,14 +182,14 @@ static void test_bad_pointers(void) {
 }
 
 static void test_auto_budget(void) {
-    setenv("STRATA_MEMORY_LIMIT", "1G", 1);
+    CHECK(strata_option_set_str("STRATA_MEMORY_LIMIT", "1G") == 0);
     strata_sb_config c = config(0);
     sb_init_or_skip(&c);
     strata_sb_stats_t st;
     strata_sb_stats(&st);
     CHECK(st.budget == (1u << 30) - (128u << 20));   /* an eighth kept as headroom */
     CHECK(strata_sb_shutdown() == 0);
-    unsetenv("STRATA_MEMORY_LIMIT");
+    CHECK(strata_option_set_str("STRATA_MEMORY_LIMIT", "auto") == 0);
 }
 
 int main(int argc, char **argv) {
