@@ -430,7 +430,8 @@ static void *sb_read_all(void *arg) {
     return (void *)(uintptr_t)sum;
 }
 static void check_storage(void) {
-    strata_sb_config cfg = {.dir = "/tmp", .budget = (size_t)16 << 20};
+    /* /run: a tmpfs in the guest (its /tmp may be the host's, read-only) */
+    strata_sb_config cfg = {.dir = "/run", .budget = (size_t)16 << 20};
     int e = strata_sb_init(&cfg);
     if (e) { fprintf(stderr, "FAIL: strata_sb_init: %s\n", strerror(e)); failures++; return; }
     unsigned char *p = NULL;
