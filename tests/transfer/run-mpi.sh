@@ -23,6 +23,8 @@ rc=$?
 printf '%s\n' "$out" | grep -v '^  '          # the statistics' detail lines are long
 [ $rc -eq 0 ] || { echo "run-mpi.sh: mpirun exited with $rc"; exit 1; }
 printf '%s\n' "$out" | grep -q '^mpi_prog: ok$' || { echo "run-mpi.sh: the program did not finish"; exit 1; }
-ranks=$(printf '%s\n' "$out" | grep -c '^strata: statistics .*(pid')
+# Counted anywhere in the output: mpirun forwards the ranks' stderr in
+# chunks, so two ranks' statistics may share a line.
+ranks=$(printf '%s\n' "$out" | grep -o 'strata: statistics [^(]*(pid [0-9]*' | sort -u | wc -l)
 [ "$ranks" -ge 2 ] || { echo "run-mpi.sh: $ranks process(es) printed Strata's statistics, expected one per rank"; exit 1; }
 echo "run-mpi.sh: ok, $ranks processes ran Strata"
