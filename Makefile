@@ -3,7 +3,7 @@
 #   make install        those, into PREFIX (default /usr/local)
 #   make test           build everything, tests included, and run the whole test suite
 #   make bench          the quick comparison with glibc, jemalloc, tcmalloc, mimalloc
-#                       (3-9 min on 2 cores, with the load); FULL=1 for every workload (about 45 min).
+#                       (3 min on 2 idle cores); FULL=1 for every workload (about 45 min).
 #                       Results in bench/runs/<time>/, bench/runs/latest points at the last.
 #   make bench-record   a full run, copied into bench/results/ (the committed record)
 #   make debug          internal assertions everywhere (STRATA_DEBUG), in build-debug/
