@@ -12,10 +12,11 @@
 #include "../stats/stats.h"
 
 /* Pops the page's first free block after checking its link (block_t): a
- * corrupted link is reported before the block or its successor is used. */
-static inline void *page_pop(heap_t *heap, page_t *page, size_t size) {
+ * corrupted link is reported before the block or its successor is used
+ * (then malloc(size), or calloc with zero, is retried elsewhere). */
+static inline void *page_pop(heap_t *heap, page_t *page, size_t size, bool zero) {
     block_t *b = page->free;
-    if (unlikely(!block_link_ok(page, b))) return page_pop_corrupt(heap, page, size);
+    if (unlikely(!block_link_ok(page, b))) return page_pop_corrupt(heap, page, size, zero);
     strata_assert(page->used < page->capacity && page_is_block_start(page, b));
     page->free = block_next(page, b);
     b->check = 0;                  /* a live block never looks free */
@@ -32,16 +33,16 @@ void *strata_malloc(size_t size) {
     if (likely(size <= DIRECT_MAX)) page = heap->direct[(size + 7) >> 3];
     else if (likely(size <= CLASS_MAX_SIZE)) page = heap->class_page[class_of(size)];
     else return strata_malloc_generic(heap, size, false);
-    if (likely(page->free != NULL)) return page_pop(heap, page, size);
+    if (likely(page->free != NULL)) return page_pop(heap, page, size, false);
     return strata_malloc_generic(heap, size, false);
 }
 
 /* A free list's first block has a broken link: a write after free, an
  * overflow from the block before, or a double free that made a cycle.
  * Reported; in warn mode the page drops the broken list and malloc goes on. */
-noinline void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size) {
+noinline void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size, bool zero) {
     page_repair(page, "malloc()", page->free);
-    return strata_malloc_generic(heap, size, false);
+    return strata_malloc_generic(heap, size, zero);
 }
 
 /* The large tier found no room.  Under an address-space limit this heap's
@@ -84,11 +85,7 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
         if (!page) { errno = ENOMEM; return NULL; }
         heap_direct_update(heap, cls);
     }
-    if (unlikely(!block_link_ok(page, page->free))) {   /* checked here so calloc's zero survives */
-        page_repair(page, "malloc()", page->free);
-        return strata_malloc_generic(heap, size, zero);
-    }
-    void *p = page_pop(heap, page, size);
+    void *p = page_pop(heap, page, asked, zero);
     if (zero) memset(p, 0, page->block_size);
     if (unlikely(page_flags(page) & PAGE_CHECK)) {
         if (!segment_check_toggle_free(segment_of(p), p, false)) {

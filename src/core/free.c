@@ -57,13 +57,21 @@ static void free_remote(page_t *page, block_t *b) {
     heap_t *heap = atomic_load_explicit(&page->heap, memory_order_acquire);
     block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
     do {
-        block_set_next_delayed(page, b, head);
+        block_link_marked(page, b, head, DELAYED_MARK);
     } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
                                                     memory_order_relaxed));
     tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, (tf & ~(uintptr_t)3) | DELAY_NORMAL,
                                                   memory_order_release, memory_order_relaxed)) {
     }
+}
+
+/* Bytes usable from p (inside block b) to its end; with STRATA_CHECK, to
+ * the end of what was asked for (the canary follows). */
+static size_t block_usable(page_t *page, block_t *b, const void *p) {
+    size_t into = (size_t)((const uint8_t *)p - (const uint8_t *)b);
+    if (page_flags(page) & PAGE_CHECK) return canary_end(page, b) - into;
+    return page->block_size - into;
 }
 
 /* Finds the live block p starts in a size-class segment, or reports (as
@@ -90,9 +98,7 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
         b = page_block_start(page, p);
     }
     if (flags & PAGE_CHECK) {
-        if (seg->check_bits && !(atomic_load_explicit(&seg->check_bits[(((uintptr_t)b - (uintptr_t)seg) >> 3) >> 3],
-                                                      memory_order_relaxed) &
-                                 (1u << ((((uintptr_t)b - (uintptr_t)seg) >> 3) & 7)))) {
+        if (!segment_check_is_live(seg, b)) {
             strata_report(call, "double free", p, NULL);
             return NULL;
         }
@@ -102,7 +108,7 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
          * cannot walk the owner's lists safely and trusts the key (a live
          * block matches it with probability 2^-64). */
         heap_t *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
-        if (owner != tls_heap || page_holds_free(owner, page, b)) {
+        if (owner != tls_heap || page_holds_free(page, b)) {
             strata_report(call, "double free", p, NULL);
             return NULL;
         }
@@ -170,8 +176,7 @@ size_t strata_block_validate(const void *p, const char *call) {
     page_t *page = page_of(seg, p);
     block_t *b = block_find(seg, page, p, call);
     if (!b) return 0;
-    if (page_flags(page) & PAGE_CHECK) return canary_end(page, b) - (size_t)((const uint8_t *)p - (const uint8_t *)b);
-    return (size_t)((const uint8_t *)b + page->block_size - (const uint8_t *)p);
+    return block_usable(page, b, p);
 }
 
 /* Pointers Strata never handed out.  Memory glibc's malloc gave before
@@ -204,13 +209,8 @@ size_t strata_usable_size_of(const void *p) {
     segment_t *seg = segment_of(p);
     page_t *page = page_of(seg, p);
     if (page_flags(page) & PAGE_UNUSED || (const uint8_t *)p < page->start) return 0;
-    if (page_flags(page) & PAGE_CHECK) {       /* what was asked for: the canary follows */
-        block_t *b = page_block_start(page, p);
-        return canary_end(page, b) - (size_t)((const uint8_t *)p - (const uint8_t *)b);
-    }
-    if (!(page_flags(page) & PAGE_ALIGNED)) return page->block_size;   /* p is a block start */
-    const uint8_t *b = (const uint8_t *)page_block_start(page, p);
-    return (size_t)(b + page->block_size - (const uint8_t *)p);
+    if (!(page_flags(page) & (PAGE_ALIGNED | PAGE_CHECK))) return page->block_size;   /* p is a block start */
+    return block_usable(page, page_block_start(page, p), p);
 }
 
 STRATA_ALIAS(void, free, (void *p), strata_free);

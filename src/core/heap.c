@@ -122,10 +122,9 @@ void heap_collect_delayed(heap_t *heap) {
     if (!b) return;
     b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
     while (b) {
-        page_t *page = NULL;
-        if (segmap_lookup(b) == SEGMAP_SEGMENT) page = page_of(segment_of(b), b);
-        if (!page || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
-            (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok_delayed(page, b)) {
+        page_t *page = pagemap_page(b);          /* page_foreign: not in a segment */
+        if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
+            (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok_marked(page, b, DELAYED_MARK)) {
             strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
             return;
         }

@@ -219,28 +219,28 @@ static inline size_t page_area_of(const segment_t *seg, const page_t *page, uint
 #else
 #define PAGE_LINK_KEY(page) ((void)(page), (uintptr_t)0)
 #endif
-static inline void block_set_next(const page_t *page, block_t *b, const block_t *next) {
+/* Blocks handed to the owner through its heap's delayed list are guarded
+ * with DELAYED_MARK in the key, so they do not look free to the owner's
+ * double-free test while they wait there (they are not in the page's lists
+ * yet); page lists use mark 0. */
+#define DELAYED_MARK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
+static inline void block_link_marked(const page_t *page, block_t *b, const block_t *next, uintptr_t mark) {
     b->link = (uintptr_t)next ^ PAGE_LINK_KEY(page);
-    b->check = (uintptr_t)next ^ page->key;
+    b->check = (uintptr_t)next ^ page->key ^ mark;
+}
+static inline bool block_link_ok_marked(const page_t *page, const block_t *b, uintptr_t mark) {
+    return (b->link ^ PAGE_LINK_KEY(page) ^ page->key ^ mark) == b->check;
+}
+static inline void block_set_next(const page_t *page, block_t *b, const block_t *next) {
+    block_link_marked(page, b, next, 0);
 }
 static inline block_t *block_next(const page_t *page, const block_t *b) {
     return (block_t *)(b->link ^ PAGE_LINK_KEY(page));
 }
-/* The link is intact: true for every block on a free list, and (but for a
- * 2^-64 chance) for no live block. */
+/* The link is intact: true for every block on a page's free list, and (but
+ * for a 2^-64 chance) for no live block. */
 static inline bool block_link_ok(const page_t *page, const block_t *b) {
-    return (b->link ^ PAGE_LINK_KEY(page) ^ page->key) == b->check;
-}
-/* Blocks handed to the owner through its heap's delayed list are guarded
- * with another key, so they do not look free to the owner's double-free
- * test while they wait there (they are not in the page's lists yet). */
-#define DELAYED_MARK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
-static inline void block_set_next_delayed(const page_t *page, block_t *b, const block_t *next) {
-    b->link = (uintptr_t)next ^ PAGE_LINK_KEY(page);
-    b->check = (uintptr_t)next ^ page->key ^ DELAYED_MARK;
-}
-static inline bool block_link_ok_delayed(const page_t *page, const block_t *b) {
-    return (b->link ^ PAGE_LINK_KEY(page) ^ page->key ^ DELAYED_MARK) == b->check;
+    return block_link_ok_marked(page, b, 0);
 }
 /* p is the start of a block carved from the page: in range, on a boundary
  * (Lemire's divisibility test: n % d == 0 iff n * ceil(2^64/d) mod 2^64 < ceil(2^64/d)). */
@@ -321,9 +321,8 @@ uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
 block_t *page_block_start(const page_t *page, const void *p);
 bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call);
 void page_setup_keys(page_t *page);
-void page_set_span(page_t *page);
 void page_repair(page_t *page, const char *call, const void *bad);
-bool page_holds_free(heap_t *heap, page_t *page, const block_t *b);
+bool page_holds_free(page_t *page, const block_t *b);
 size_t page_check(const page_t *page, bool owner_view);
 
 /* segment.c */
@@ -340,6 +339,7 @@ void segment_fork_prepare(void);
 void segment_fork_parent(void);
 void segment_fork_child(void);
 bool segment_check_toggle_free(segment_t *seg, const void *block, bool freeing);
+bool segment_check_is_live(segment_t *seg, const void *block);   /* STRATA_CHECK bit, read only */
 size_t segment_check_abandoned(void);
 
 /* check.c */
@@ -355,7 +355,7 @@ bool canary_check(page_t *page, block_t *b, const void *p, const char *call);
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);
 void *strata_malloc_aligned(size_t size, size_t align, bool zero);
 void strata_free_generic(void *p, page_t *page, const char *call);
-void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size);
+void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size, bool zero);
 size_t strata_usable_size_of(const void *p);
 /* Usable size of the live block p starts, or 0 after reporting (as call) that
  * p is no such block. */

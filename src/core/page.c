@@ -26,7 +26,7 @@ static uint32_t gcd32(uint32_t a, uint32_t b) {
 }
 #endif
 
-void page_set_span(page_t *page) {
+static void page_set_span(page_t *page) {
     __atomic_store_n(&page->span, page->capacity * page->block_size, __ATOMIC_RELAXED);
 }
 
@@ -194,8 +194,7 @@ void page_repair(page_t *page, const char *call, const void *bad) {
 /* Is b on one of the page's free lists?  Confirms a suspected double free
  * by the owner: bounded walks of free, local_free and thread_free (whose
  * blocks no other thread changes once pushed). */
-bool page_holds_free(heap_t *heap, page_t *page, const block_t *b) {
-    (void)heap;
+bool page_holds_free(page_t *page, const block_t *b) {
     block_t *lists[3] = {page->free, page->local_free,
                          (block_t *)(atomic_load_explicit(&page->thread_free, memory_order_acquire) & ~(uintptr_t)3)};
     for (int l = 0; l < 3; l++) {
@@ -367,7 +366,7 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
  * or become empty.  (Also used for blocks handed over by other threads.)
  * False when b was already free (reported). */
 bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call) {
-    if (block_link_ok(page, b) && page_holds_free(heap, page, b)) {
+    if (block_link_ok(page, b) && page_holds_free(page, b)) {
         strata_report(call, "double free", b, NULL);
         return false;
     }

@@ -56,11 +56,10 @@ static void list_push_back(segment_t **list, segment_t *seg) {
     seg->prev = t;
 }
 
-#define page_area(seg, page, start) page_area_of(seg, page, start)
 
 static void page_purge(segment_t *seg, page_t *page) {
     uint8_t *a;
-    size_t n = page_area(seg, page, &a);
+    size_t n = page_area_of(seg, page, &a);
     if (os_purge(a, n) == 0) {
         stat_add(&stats.purged, n);
         stat_sub(&stats.committed, n);
@@ -193,7 +192,7 @@ static size_t segment_unmap(segment_t *seg) {
     for (uint32_t i = 0; i < seg->page_count; i++) {
         if (!seg->pages[i].is_zero) {
             uint8_t *a;
-            committed += page_area(seg, &seg->pages[i], &a);
+            committed += page_area_of(seg, &seg->pages[i], &a);
         }
     }
     segmap_set(seg, SEGMENT_SIZE, SEGMAP_NONE);
@@ -294,7 +293,7 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
                 }
                 if (page->is_zero) {
                     uint8_t *a;
-                    stat_add(&stats.committed, page_area(s, page, &a));
+                    stat_add(&stats.committed, page_area_of(s, page, &a));
                     page->is_zero = 0;
                 }
                 page->purge_at = 0;
@@ -363,7 +362,7 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
                 if (!(page_flags(page) & PAGE_UNUSED) || page->purge_at == 0) continue;
                 if (all || page->purge_at <= now) {
                     uint8_t *a;
-                    size_t n = page_area(s, page, &a);
+                    size_t n = page_area_of(s, page, &a);
                     if (purged) *purged += os_resident_bytes(a, n);
                     page_purge(s, page);
                 } else if (next == 0 || page->purge_at < next) {
@@ -436,7 +435,7 @@ size_t segment_abandoned_purge(bool wait, uint64_t now) {
             page_t *page = &s->pages[i];
             if (!(page_flags(page) & PAGE_UNUSED) || page->is_zero || page->purge_at > now) continue;
             uint8_t *a;
-            size_t n = page_area(s, page, &a);
+            size_t n = page_area_of(s, page, &a);
             bytes += os_resident_bytes(a, n);
             page_purge(s, page);
         }
@@ -502,11 +501,22 @@ bool segment_reclaim_for_free(heap_t *heap, segment_t *seg) {
 /* STRATA_CHECK: bit set = block live.  Returns false if the block was
  * already in the state asked for (double free, or a free of a block never
  * handed out). */
+static _Atomic(uint8_t) *check_bit(segment_t *seg, const void *block, uint8_t *mask) {
+    size_t bit = ((uintptr_t)block - (uintptr_t)seg) >> 3;
+    *mask = (uint8_t)(1u << (bit & 7));
+    return &seg->check_bits[bit >> 3];
+}
+
+bool segment_check_is_live(segment_t *seg, const void *block) {
+    if (!seg->check_bits) return true;
+    uint8_t mask;
+    return (atomic_load_explicit(check_bit(seg, block, &mask), memory_order_relaxed) & mask) != 0;
+}
+
 bool segment_check_toggle_free(segment_t *seg, const void *block, bool freeing) {
     if (!seg->check_bits) return true;
-    size_t bit = ((uintptr_t)block - (uintptr_t)seg) >> 3;
-    uint8_t mask = (uint8_t)(1u << (bit & 7));
-    _Atomic(uint8_t) *byte = &seg->check_bits[bit >> 3];
+    uint8_t mask;
+    _Atomic(uint8_t) *byte = check_bit(seg, block, &mask);
     if (freeing) return (atomic_fetch_and_explicit(byte, (uint8_t)~mask, memory_order_relaxed) & mask) != 0;
     return (atomic_fetch_or_explicit(byte, mask, memory_order_relaxed) & mask) == 0;
 }

@@ -34,15 +34,20 @@ void strata_message(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* After a reported misuse: stop, unless STRATA_ON_ERROR=warn. */
+static void error_done(void) {
+    if (opt(STRATA_OPTION_ON_ERROR) != STRATA_ON_ERROR_WARN) abort();
+}
+
 void strata_error(const char *what, const void *addr) {
     strata_message("strata: %s %p\n", what, addr);
-    if (opt(STRATA_OPTION_ON_ERROR) != STRATA_ON_ERROR_WARN) abort();
+    error_done();
 }
 
 void strata_report(const char *call, const char *what, const void *addr, const char *detail) {
     if (detail) strata_message("strata: %s: %s %p (%s)\n", call, what, addr, detail);
     else strata_message("strata: %s: %s %p\n", call, what, addr);
-    if (opt(STRATA_OPTION_ON_ERROR) != STRATA_ON_ERROR_WARN) abort();
+    error_done();
 }
 
 void strata_fatal(const char *fmt, ...) {
