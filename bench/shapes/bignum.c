@@ -3,7 +3,9 @@
  *
  * Numbers are malloc'd arrays of 32-bit limbs, and every operation returns a
  * new number (the operands are freed by the caller when dead), as in a naive
- * bignum library or an interpreter's integers.  For every n up to N:
+ * bignum library or an interpreter's integers.  Numbers stay small (up to a
+ * few hundred bytes), so the allocations weigh as much as the arithmetic.
+ * R times over, for every n up to N:
  *   - n! twice: by repeated multiplication by 2, 3, ..., n (one new number per
  *     step) and by a balanced product tree with schoolbook multiplication;
  *     the two must be equal;
@@ -15,7 +17,7 @@
  * Also checks the digit sum of 100! (648) and that F(100) = 354224848179261915075.
  * Sizes run from 16 B to a few KiB, most of them short-lived.
  *
- * usage: bench-bignum [-n N] [-f fib_factor]
+ * usage: bench-bignum [-n N] [-f fib_factor] [-R repeats]
  */
 #include "bench.h"
 
@@ -262,19 +264,20 @@ static int bn_equals_decimal(const bn *x, const char *dec)
 
 int main(int argc, char **argv)
 {
-    uint32_t nmax = 500, fib_factor = 20;
+    uint32_t nmax = 120, fib_factor = 12, repeats = 200;
     int c;
-    while ((c = getopt(argc, argv, "n:f:")) != -1) {
+    while ((c = getopt(argc, argv, "n:f:R:")) != -1) {
         switch (c) {
         case 'n': nmax = (uint32_t)bench_parse_count(optarg); break;
         case 'f': fib_factor = (uint32_t)bench_parse_count(optarg); break;
+        case 'R': repeats = (uint32_t)bench_parse_count(optarg); break;
         default:
-            fprintf(stderr, "usage: %s [-n N] [-f fib_factor]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n N] [-f fib_factor] [-R repeats]\n", argv[0]);
             return 2;
         }
     }
-    if (nmax < 2 || fib_factor == 0) {
-        fprintf(stderr, "need N >= 2 and fib_factor >= 1\n");
+    if (nmax < 2 || fib_factor == 0 || repeats == 0) {
+        fprintf(stderr, "need N >= 2, fib_factor >= 1 and repeats >= 1\n");
         return 2;
     }
     bn *f100 = fact_seq(100);
@@ -288,6 +291,7 @@ int main(int argc, char **argv)
 
     uint64_t digits_total = 0;
     size_t limbs_max = 0;
+    for (uint32_t rep = 0; rep < repeats; rep++)
     for (uint32_t n = 2; n <= nmax; n++) {
         bn *s = fact_seq(n), *t = prod_tree(1, n);
         if (bn_cmp(s, t) != 0)

@@ -1,7 +1,7 @@
 /* slow-leak — a program that keeps allocating while a small share of its
  * blocks is never freed.
  *
- * A window of W live blocks (sizes 8 B to 1 KiB, mostly small) is churned:
+ * A window of W live blocks (sizes 8 B to 1 KiB, mostly small; -h for larger) is churned:
  * each step frees a random slot's block and allocates a new one there.  With
  * probability 1/L (1.5 % by default) the old block is not freed but leaked:
  * kept in a list that is only verified at the end, never freed.  Live memory
@@ -14,7 +14,7 @@
  * rusage metrics.  Checks every block's tag before freeing it and every
  * leaked block's tag at the end.
  *
- * usage: bench-slow-leak [-o allocations] [-w window] [-L one_in] [-S seed]
+ * usage: bench-slow-leak [-o allocations] [-w window] [-L one_in] [-h max_size] [-S seed]
  */
 #include "bench.h"
 
@@ -25,11 +25,21 @@ typedef struct {
     size_t size;
 } slot;
 
-/* Mostly small, like a program's strings and nodes: 3/4 of 8-128 B, the rest to 1 KiB. */
+static size_t max_size = 1024;
+
+/* Mostly small, like a program's strings and nodes: 3/4 of 8-128 B, the rest
+ * log-uniform from 129 B to the largest size (1 KiB by default). */
 static size_t pick_size(bench_rng *r)
 {
     uint64_t x = bench_rng_next(r);
-    return (x & 3) ? bench_rng_range(r, 8, 128) : bench_rng_range(r, 129, 1024);
+    if ((x & 3) || max_size <= 128)
+        return bench_rng_range(r, 8, max_size < 128 ? max_size : 128);
+    size_t hi = 256;
+    while (hi < max_size && (bench_rng_next(r) & 1))
+        hi *= 2;
+    if (hi > max_size)
+        hi = max_size;
+    return bench_rng_range(r, hi / 2 + 1, hi);
 }
 
 int main(int argc, char **argv)
@@ -37,19 +47,20 @@ int main(int argc, char **argv)
     size_t total = 2000000, window = 2000, one_in = 67;
     uint64_t seed = 14;
     int c;
-    while ((c = getopt(argc, argv, "o:w:L:S:")) != -1) {
+    while ((c = getopt(argc, argv, "o:w:L:h:S:")) != -1) {
         switch (c) {
         case 'o': total = bench_parse_count(optarg); break;
         case 'w': window = bench_parse_count(optarg); break;
         case 'L': one_in = bench_parse_count(optarg); break;
+        case 'h': max_size = bench_parse_count(optarg); break;
         case 'S': seed = bench_parse_count(optarg); break;
         default:
-            fprintf(stderr, "usage: %s [-o allocations] [-w window] [-L one_in] [-S seed]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-o allocations] [-w window] [-L one_in] [-h max_size] [-S seed]\n", argv[0]);
             return 2;
         }
     }
-    if (window == 0 || one_in == 0 || total < window) {
-        fprintf(stderr, "need window > 0, one_in > 0, allocations >= window\n");
+    if (window == 0 || one_in == 0 || total < window || max_size < 8) {
+        fprintf(stderr, "need window > 0, one_in > 0, allocations >= window, max_size >= 8\n");
         return 2;
     }
     bench_rng rng;
