@@ -122,6 +122,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_SB_WRITE,         /* STRATA_SB_LAZY|AGGRESSIVE */
     STRATA_OPTION_SB_MECHANISM,     /* STRATA_SB_MECH_AUTO|UFFD|MPROTECT */
     STRATA_OPTION_SB_DIRECT,        /* 0 auto, 1 direct I/O, 2 buffered */
+    STRATA_OPTION_CHAN_SPIN_US,     /* µs a channel wait spins before it blocks in the kernel */
     STRATA_OPTION_COUNT
 } strata_option_t;
 
@@ -297,6 +298,9 @@ typedef struct strata_chan_stats_s {
     uint64_t cma_refused;    /* single-copy refused by the kernel; copied instead */
     uint64_t truncated;      /* messages dropped for a too-small receive buffer */
     uint64_t timeouts, peer_lost;
+    /* waits that blocked in the kernel (after spinning and yielding), and
+     * how many of those the peer's doorbell ended, not a periodic check */
+    uint64_t blocked, woken;
 } strata_chan_stats_t;
 STRATA_API void strata_chan_stats(const strata_chan *c, strata_chan_stats_t *out);
 /* "eager", "cma", "copy" */

@@ -62,6 +62,7 @@ static strata_chan *handle_new(const char *name, chan_header *h, size_t map_byte
     c->cma_min = h->cma_min;
     c->cma_min_any = h->cma_min_any;
     c->timeout_ms = opt(STRATA_OPTION_CHAN_TIMEOUT_MS);
+    c->spin_ns = (uint64_t)opt(STRATA_OPTION_CHAN_SPIN_US) * 1000u;
     c->cma = opt(STRATA_OPTION_CMA) != 0;
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->recv_lock, NULL);
@@ -214,6 +215,7 @@ void strata_chan_close(strata_chan *c) {
     chan_header *h = c->h;
     uint32_t open = CHAN_OPEN;
     atomic_compare_exchange_strong(&h->state[c->side], &open, CHAN_CLOSED);
+    chan_ring(c);
     if (c->side == 0) {
         /* Never opened, or the opener may not remove it (another user in
          * sticky /dev/shm): the creator does, if the name is still ours. */
@@ -276,7 +278,8 @@ void strata_chan_stats_print(const strata_chan *c, FILE *out) {
                 fprintf(out, "  %-5s sizes %llu..%llu: %llu messages\n", strata_chan_path_name(p),
                         b ? 1ull << (b - 1) : 0ull, b ? (1ull << b) - 1 : 0ull, (unsigned long long)s.sent_by_size[p][b]);
     }
-    fprintf(out, "channel %s: single copy refused %llu, truncated %llu, timeouts %llu, peer lost %llu\n", c ? c->name : "-",
-            (unsigned long long)s.cma_refused, (unsigned long long)s.truncated, (unsigned long long)s.timeouts,
-            (unsigned long long)s.peer_lost);
+    fprintf(out, "channel %s: single copy refused %llu, truncated %llu, timeouts %llu, peer lost %llu, blocked %llu (woken %llu)\n",
+            c ? c->name : "-", (unsigned long long)s.cma_refused, (unsigned long long)s.truncated,
+            (unsigned long long)s.timeouts, (unsigned long long)s.peer_lost, (unsigned long long)s.blocked,
+            (unsigned long long)s.woken);
 }

@@ -24,7 +24,7 @@
 #include "transfer.h"
 
 #define CHAN_MAGIC 0x314e414843525453ull   /* "STRCHAN1" */
-#define CHAN_VERSION 1u
+#define CHAN_VERSION 2u                      /* 2: the doorbells (wait.c) */
 #define CHAN_NAME_MAX 200
 #define CHAN_REC 32u                         /* record header bytes; records are padded to it */
 #define CHAN_PAD(n) (((n) + CHAN_REC - 1) & ~(uint64_t)(CHAN_REC - 1))
@@ -54,6 +54,15 @@ typedef struct chan_header_s {
     uint64_t total_bytes;                    /* the file's size */
     _Atomic int32_t pid[2];
     _Atomic uint32_t state[2];
+    /* Each side's doorbell (wait.c), on a line of its own: door[s].sleepers
+     * counts side s's threads blocked or about to block in a futex wait on
+     * door[s].bell; the peer rings it (increments it and wakes them) only
+     * when that count is not 0. */
+    struct {
+        _Alignas(64) _Atomic uint32_t bell;
+        _Atomic uint32_t sleepers;
+    } door[2];
+    _Alignas(64) _Atomic int32_t cpu[2];     /* the CPU each side last ran on (chan_here) */
     chan_lane lane[2];
 } chan_header;
 
@@ -80,6 +89,7 @@ struct strata_chan_s {
     int side;
     ring_t out, in;
     long timeout_ms;
+    uint64_t spin_ns;      /* how long a wait spins before it blocks */
     uint64_t eager_max, cma_min, cma_min_any;
     bool cma;              /* this end may ask for single copy */
     bool peer_refuses;     /* the kernel refused our receiver once: stop asking */
@@ -90,15 +100,29 @@ struct strata_chan_s {
 };
 
 /* ---- Waiting (wait.c) ---------------------------------------------------
- * Every blocking loop calls chan_wait_step while its condition is false: it
- * spins briefly, then yields, then sleeps, and returns 0 to go on or, when
- * the peer closed or died or the timeout passed, an errno value (EPIPE,
- * ETIMEDOUT) with the error recorded; what says what was waited for. */
+ * Every blocking loop calls chan_wait_step while its condition is false and
+ * chan_wait_end once it holds (or the step failed).  A step spins for up to
+ * STRATA_CHAN_SPIN_US (unless the peer shares this CPU), yields the CPU
+ * for a while, then blocks on this side's doorbell in short futex waits; it returns 0 to re-check the condition or, when the peer closed or
+ * died or the timeout passed, an errno value (EPIPE, ETIMEDOUT) with the
+ * error recorded; what says what was waited for.  Whatever may end a wait
+ * of the peer (a record published or consumed, an ack, a state change) is
+ * followed by chan_ring. */
 typedef struct chan_waiter_s {
-    uint64_t start_ms, next_check_ms;
+    uint64_t start_ns, spin_end_ns, yield_end_ns, next_check_ms, start_ms;
     unsigned spins;
+    uint32_t bell;          /* the doorbell's value read before the last re-check */
+    bool spun;              /* the spinning is over */
+    bool sleeper;           /* counted in sleepers[side] */
+    bool slept;             /* has blocked in the kernel: counted in blocked */
+    bool rung;              /* the last sleep ended by the doorbell */
 } chan_waiter;
 int chan_wait_step(strata_chan *c, chan_waiter *w, const char *what);
+void chan_wait_end(strata_chan *c, chan_waiter *w);
+/* Notes the CPU this side runs on, for the peer's waits to see. */
+void chan_here(strata_chan *c);
+/* Wakes the peer's sleeping threads, if any: a fence and a load when none sleeps. */
+void chan_ring(strata_chan *c);
 /* Marks this side broken (a message was cut off): the peer stops waiting. */
 void chan_break(strata_chan *c);
 

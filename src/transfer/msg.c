@@ -52,6 +52,7 @@ static int send_eager(strata_chan *c, const void *buf, size_t len) {
     if (err) return err;
     chan_rec rec = {.type = REC_EAGER, .len = len};
     ring_put(&c->out, &rec, buf, len);
+    chan_ring(c);
     chan_count_sent(c, STRATA_CHAN_PATH_EAGER, len);
     return 0;
 }
@@ -68,6 +69,7 @@ static int wait_ack(strata_chan *c, uint64_t seq, int32_t *status) {
             return err;
         }
     }
+    chan_wait_end(c, &w);
     *status = atomic_load_explicit(&lane->ack_status, memory_order_relaxed);
     return 0;
 }
@@ -93,6 +95,7 @@ static int send_rts(strata_chan *c, const void *buf, size_t len) {
     if (err) return err;
     chan_rec rec = {.type = REC_RTS, .pid = (int32_t)getpid(), .len = len, .seq = ++c->seq, .addr = (uintptr_t)buf};
     ring_put(&c->out, &rec, NULL, 0);
+    chan_ring(c);
     int32_t status;
     err = wait_ack(c, rec.seq, &status);
     transfer_unpin(buf, len);
@@ -106,6 +109,7 @@ static int send_copy(strata_chan *c, const void *buf, size_t len) {
     if (err) return err;
     chan_rec rec = {.type = REC_STREAM, .len = len, .seq = ++c->seq};
     ring_put(&c->out, &rec, NULL, 0);
+    chan_ring(c);
     uint64_t chunk = c->out.size / 4 - CHAN_REC;
     for (size_t off = 0; off < len;) {
         uint64_t n = len - off < chunk ? len - off : chunk;
@@ -116,6 +120,7 @@ static int send_copy(strata_chan *c, const void *buf, size_t len) {
         }
         chan_rec data = {.type = REC_DATA, .len = n};
         ring_put(&c->out, &data, (const char *)buf + off, n);
+        chan_ring(c);
         off += n;
     }
     chan_count_sent(c, STRATA_CHAN_PATH_COPY, len);
@@ -134,6 +139,7 @@ static bool single_copy(strata_chan *c, const void *buf, size_t len) {
 int strata_chan_send(strata_chan *c, const void *buf, size_t len) {
     if (!c || (!buf && len)) return transfer_fail(EINVAL, "channel send: NULL %s", c ? "buffer" : "channel");
     pthread_mutex_lock(&c->send_lock);
+    chan_here(c);
     int err = check_ends(c, true);
     if (!err) {
         if (len <= c->eager_max) {
@@ -160,6 +166,7 @@ static void ack(strata_chan *c, uint64_t seq, int32_t status) {
     chan_lane *lane = c->in.lane;
     atomic_store_explicit(&lane->ack_status, status, memory_order_relaxed);
     atomic_store_explicit(&lane->ack_seq, seq, memory_order_release);
+    chan_ring(c);
 }
 
 static int corrupt(strata_chan *c, const chan_rec *rec) {
@@ -215,6 +222,7 @@ static int recv_copy(strata_chan *c, const chan_rec *head, void *buf, size_t cap
         if (rec.type != REC_DATA || rec.len == 0 || rec.len > head->len - off || rec.len > max) return corrupt(c, &rec);
         if (keep) ring_copy_out(&c->in, 0, (char *)buf + off, rec.len);
         ring_pop(&c->in, rec.len);
+        chan_ring(c);
         off += rec.len;
     }
     if (!keep) return truncated(c, head->len, cap);
@@ -233,14 +241,17 @@ static int recv_one(strata_chan *c, void *buf, size_t cap, size_t *lenp) {
             if (rec.len > c->in.size / 2) return corrupt(c, &rec);
             if (rec.len > cap) {
                 ring_pop(&c->in, rec.len);
+                chan_ring(c);
                 return truncated(c, rec.len, cap);
             }
             ring_copy_out(&c->in, 0, buf, rec.len);
             ring_pop(&c->in, rec.len);
+            chan_ring(c);
             chan_count_received(c, STRATA_CHAN_PATH_EAGER, rec.len);
             return 0;
         case REC_RTS:
             ring_pop(&c->in, 0);
+            chan_ring(c);
             if (rec.len > cap) {
                 ack(c, rec.seq, EMSGSIZE);
                 return truncated(c, rec.len, cap);
@@ -250,6 +261,7 @@ static int recv_one(strata_chan *c, void *buf, size_t cap, size_t *lenp) {
             continue;   /* refused: the same message follows by copy */
         case REC_STREAM:
             ring_pop(&c->in, 0);
+            chan_ring(c);
             return recv_copy(c, &rec, buf, cap);
         default:
             return corrupt(c, &rec);
@@ -263,6 +275,7 @@ int strata_chan_recv(strata_chan *c, void *buf, size_t cap, size_t *len) {
     *len = 0;
     if (!c || (!buf && cap)) return transfer_fail(EINVAL, "channel receive: NULL %s", c ? "buffer" : "channel");
     pthread_mutex_lock(&c->recv_lock);
+    chan_here(c);
     int err = check_ends(c, false);
     if (!err) err = recv_one(c, buf, cap, len);
     pthread_mutex_unlock(&c->recv_lock);
