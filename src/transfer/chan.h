@@ -10,7 +10,9 @@
  * payload, then head with release order), so a reader that sees a header
  * sees its payload.  Rendezvous replies do not go through the other
  * direction's ring (they would interleave with its messages) but through
- * the lane's ack word.  The file is versioned: an opener refuses any other
+ * the lane's ack word.  After the rings come the two ends' shared arenas
+ * (arena_bytes each, maybe 0): side i's buffers from strata_chan_alloc,
+ * which side 1 - i reads by offset.  The file is versioned: an opener refuses any other
  * magic, version or layout instead of guessing.
  */
 #ifndef STRATA_TRANSFER_CHAN_H
@@ -24,7 +26,7 @@
 #include "transfer.h"
 
 #define CHAN_MAGIC 0x314e414843525453ull   /* "STRCHAN1" */
-#define CHAN_VERSION 2u                      /* 2: the doorbells (wait.c) */
+#define CHAN_VERSION 2u                      /* 2: the doorbells (wait.c), the shared arenas */
 #define CHAN_NAME_MAX 200
 #define CHAN_REC 32u                         /* record header bytes; records are padded to it */
 #define CHAN_PAD(n) (((n) + CHAN_REC - 1) & ~(uint64_t)(CHAN_REC - 1))
@@ -51,6 +53,7 @@ typedef struct chan_header_s {
     uint32_t rec_bytes;                      /* CHAN_REC */
     uint64_t ring_bytes;
     uint64_t eager_max, cma_min, cma_min_any;  /* cma_min_any: UINT64_MAX = never */
+    uint64_t arena_bytes;                    /* each side's shared arena, after the rings */
     uint64_t total_bytes;                    /* the file's size */
     _Atomic int32_t pid[2];
     _Atomic uint32_t state[2];
@@ -66,14 +69,15 @@ typedef struct chan_header_s {
     chan_lane lane[2];
 } chan_header;
 
-enum { REC_EAGER = 1, REC_RTS = 2, REC_STREAM = 3, REC_DATA = 4 };
+enum { REC_EAGER = 1, REC_RTS = 2, REC_STREAM = 3, REC_DATA = 4, REC_SHARED = 5 };
 
 typedef struct chan_rec_s {
     uint32_t type;
     int32_t pid;        /* REC_RTS: the sender, whose memory is read */
     uint64_t len;       /* payload bytes (EAGER, DATA) or message bytes (RTS, STREAM) */
     uint64_t seq;       /* RTS, STREAM: the number the ack must carry */
-    uint64_t addr;      /* RTS: the message in the sender's address space */
+    uint64_t addr;      /* RTS: the message in the sender's address space;
+                           SHARED: its offset in the sender's arena */
 } chan_rec;
 
 typedef struct ring_s {
@@ -88,6 +92,9 @@ struct strata_chan_s {
     uint64_t ino;          /* the creator's file, removed at close if still there */
     int side;
     ring_t out, in;
+    unsigned char *arena_mine, *arena_peer;   /* the shared arenas in this mapping */
+    strata_arena *arena;                      /* hands out arena_mine (created on first use) */
+    pthread_mutex_t arena_lock;
     long timeout_ms;
     uint64_t spin_ns;      /* how long a wait spins before it blocks */
     uint64_t eager_max, cma_min, cma_min_any;
@@ -138,6 +145,12 @@ int ring_peek(strata_chan *c, chan_rec *rec, const char *what);
 void ring_copy_out(const ring_t *r, uint64_t off, void *dst, uint64_t n);
 /* Consumes the current record (header and len padded payload bytes). */
 void ring_pop(ring_t *r, uint64_t len);
+
+/* Whether [p, p + len) lies in this end's shared arena. */
+static inline bool chan_in_arena(const strata_chan *c, const void *p, uint64_t len) {
+    uintptr_t a = (uintptr_t)c->arena_mine, q = (uintptr_t)p;
+    return len && q >= a && q - a < c->h->arena_bytes && len <= c->h->arena_bytes - (q - a);
+}
 
 /* ---- Statistics (chan.c) ------------------------------------------------ */
 void chan_count_sent(strata_chan *c, int path, uint64_t len);
