@@ -123,6 +123,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_SB_MECHANISM,     /* STRATA_SB_MECH_AUTO|UFFD|MPROTECT */
     STRATA_OPTION_SB_DIRECT,        /* 0 auto, 1 direct I/O, 2 buffered */
     STRATA_OPTION_CHAN_SPIN_US,     /* µs a channel wait spins before it blocks in the kernel */
+    STRATA_OPTION_CHAN_PUSH,        /* 0|1: channels created here single-copy by the sender, not the receiver */
     STRATA_OPTION_COUNT
 } strata_option_t;
 
@@ -263,7 +264,7 @@ typedef struct strata_chan_opts_s {
     size_t cma_min_any;  /* ... and for any buffer (0: STRATA_CHAN_CMA_MIN_ANY; SIZE_MAX: never) */
     long timeout_ms;     /* 0: STRATA_CHAN_TIMEOUT_MS; -1: wait forever */
     unsigned mode;       /* permission bits of the channel's file (0: 0600) */
-    unsigned flags;      /* STRATA_CHAN_NO_CMA */
+    unsigned flags;      /* STRATA_CHAN_NO_CMA, STRATA_CHAN_PUSH (or STRATA_CHAN_PUSH=1) */
     /* Bytes of each end's shared arena (rounded up to pages; 0: none): part
      * of the channel's file that both ends map, from which
      * strata_chan_alloc hands out buffers.  A message sent from such a
@@ -271,6 +272,7 @@ typedef struct strata_chan_opts_s {
     size_t arena_bytes;
 } strata_chan_opts;
 #define STRATA_CHAN_NO_CMA 1u   /* never single-copy on this channel */
+#define STRATA_CHAN_PUSH 2u     /* single copy by the sender (process_vm_writev), not the receiver */
 
 /* Creates the channel name (a file in /dev/shm; letters, digits, "._-")
  * and returns this side's end; opts may be NULL.  NULL with errno EINVAL,
@@ -320,6 +322,7 @@ typedef struct strata_chan_stats_s {
     /* waits that blocked in the kernel (after spinning and yielding), and
      * how many of those the peer's doorbell ended, not a periodic check */
     uint64_t blocked, woken;
+    uint64_t pushed;         /* of the cma messages sent, those written by the sender (STRATA_CHAN_PUSH) */
 } strata_chan_stats_t;
 STRATA_API void strata_chan_stats(const strata_chan *c, strata_chan_stats_t *out);
 /* "eager", "cma", "copy", "shared" */

@@ -68,6 +68,7 @@ static strata_chan *handle_new(const char *name, chan_header *h, size_t map_byte
     c->timeout_ms = opt(STRATA_OPTION_CHAN_TIMEOUT_MS);
     c->spin_ns = (uint64_t)opt(STRATA_OPTION_CHAN_SPIN_US) * 1000u;
     c->cma = opt(STRATA_OPTION_CMA) != 0;
+    c->push = h->push != 0;
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->recv_lock, NULL);
     pthread_mutex_init(&c->arena_lock, NULL);
@@ -129,6 +130,7 @@ strata_chan *strata_chan_create(const char *name, const strata_chan_opts *o) {
     h->cma_min = cma_min;
     h->cma_min_any = cma_any;
     h->arena_bytes = arena;
+    h->push = (d.flags & STRATA_CHAN_PUSH) || opt(STRATA_OPTION_CHAN_PUSH);
     h->total_bytes = total;
     atomic_store_explicit(&h->pid[0], (int32_t)getpid(), memory_order_relaxed);
     atomic_store_explicit(&h->magic, CHAN_MAGIC, memory_order_release);
@@ -335,8 +337,8 @@ void strata_chan_stats_print(const strata_chan *c, FILE *out) {
                 fprintf(out, "  %-5s sizes %llu..%llu: %llu messages\n", strata_chan_path_name(p),
                         b ? 1ull << (b - 1) : 0ull, b ? (1ull << b) - 1 : 0ull, (unsigned long long)s.sent_by_size[p][b]);
     }
-    fprintf(out, "channel %s: single copy refused %llu, truncated %llu, timeouts %llu, peer lost %llu, blocked %llu (woken %llu)\n",
+    fprintf(out, "channel %s: single copy refused %llu, truncated %llu, timeouts %llu, peer lost %llu, blocked %llu (woken %llu), pushed %llu\n",
             c ? c->name : "-", (unsigned long long)s.cma_refused, (unsigned long long)s.truncated,
             (unsigned long long)s.timeouts, (unsigned long long)s.peer_lost, (unsigned long long)s.blocked,
-            (unsigned long long)s.woken);
+            (unsigned long long)s.woken, (unsigned long long)s.pushed);
 }

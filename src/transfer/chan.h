@@ -43,6 +43,11 @@ typedef struct chan_lane_s {
     _Alignas(64) _Atomic uint64_t tail;
     _Alignas(64) _Atomic uint64_t ack_seq;   /* last rendezvous the consumer finished */
     _Atomic int32_t ack_status;              /* its result: 0, an errno value, CHAN_ACK_COPY */
+    /* Push (msg.c): the consumer's ack to a REC_PUSH is a clear-to-send,
+     * with where to write; the producer answers in done_seq/done_status. */
+    _Atomic uint64_t cts_addr;
+    _Alignas(64) _Atomic uint64_t done_seq;
+    _Atomic int32_t done_status;
 } chan_lane;
 
 typedef struct chan_header_s {
@@ -55,6 +60,7 @@ typedef struct chan_header_s {
     uint64_t eager_max, cma_min, cma_min_any;  /* cma_min_any: UINT64_MAX = never */
     uint64_t arena_bytes;                    /* each side's shared arena, after the rings */
     uint64_t total_bytes;                    /* the file's size */
+    uint32_t push;                           /* single copy by the sender (process_vm_writev) */
     _Atomic int32_t pid[2];
     _Atomic uint32_t state[2];
     /* Each side's doorbell (wait.c), on a line of its own: door[s].sleepers
@@ -69,7 +75,7 @@ typedef struct chan_header_s {
     chan_lane lane[2];
 } chan_header;
 
-enum { REC_EAGER = 1, REC_RTS = 2, REC_STREAM = 3, REC_DATA = 4, REC_SHARED = 5 };
+enum { REC_EAGER = 1, REC_RTS = 2, REC_STREAM = 3, REC_DATA = 4, REC_SHARED = 5, REC_PUSH = 6 };
 
 typedef struct chan_rec_s {
     uint32_t type;
@@ -99,6 +105,7 @@ struct strata_chan_s {
     uint64_t spin_ns;      /* how long a wait spins before it blocks */
     uint64_t eager_max, cma_min, cma_min_any;
     bool cma;              /* this end may ask for single copy */
+    bool push;             /* ... and then writes the message itself (h->push) */
     bool peer_refuses;     /* the kernel refused our receiver once: stop asking */
     uint64_t seq;          /* rendezvous numbers of our lane */
     pthread_mutex_t send_lock, recv_lock;

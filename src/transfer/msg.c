@@ -5,10 +5,11 @@
  *         cma_min_any), single copy allowed: the sender posts a request
  *         to send (its pid, the address and length of the message) and
  *         waits; the receiver pulls the message straight into its buffer
- *         with process_vm_readv and answers in the lane's ack word.  Pull
- *         rather than push: the receiver knows its buffer is big enough
- *         before anything is written; neither measured consistently
- *         faster here (docs/mpi.md).
+ *         with process_vm_readv and answers in the lane's ack word.  Or,
+ *         with STRATA_CHAN_PUSH, the receiver answers with its buffer's
+ *         address and the sender writes with process_vm_writev and
+ *         answers in the lane's done word: one more hand-over, and
+ *         measured no faster (bench/RESULTS.md), so pull is the default.
  *  shared len > eager_max and the message in this end's shared arena
  *         (strata_chan_alloc): the sender posts its offset and waits; the
  *         receiver copies it with one memcpy from its mapping of the
@@ -94,20 +95,54 @@ static int finish(strata_chan *c, size_t len, int32_t status) {
 
 /* Returns 0, an errno value, or CHAN_ACK_COPY when the receiver may not
  * read our memory. */
+/* Push: the receiver's ack is a clear-to-send with its buffer's address;
+ * we write the message there and answer in the lane's done word. */
+static void done(strata_chan *c, uint64_t seq, int32_t status) {
+    chan_lane *lane = c->out.lane;
+    atomic_store_explicit(&lane->done_status, status, memory_order_relaxed);
+    atomic_store_explicit(&lane->done_seq, seq, memory_order_release);
+    chan_ring(c);
+}
+
+static int push(strata_chan *c, const void *buf, size_t len, uint64_t seq) {
+    uintptr_t dst = (uintptr_t)atomic_load_explicit(&c->out.lane->cts_addr, memory_order_relaxed);
+    pid_t peer = atomic_load_explicit(&c->h->pid[1 - c->side], memory_order_relaxed);
+    struct iovec l = {(void *)buf, len}, r = {(void *)dst, len};
+    ssize_t n = cma_transfer(true, peer, &l, 1, &r, 1);
+    if (n == (ssize_t)len) {
+        done(c, seq, 0);
+        chan_count_sent(c, STRATA_CHAN_PATH_CMA, len);
+        chan_count(&c->st.pushed);
+        return 0;
+    }
+    int e = n < 0 ? errno : EFAULT;
+    if (e == EPERM || e == ENOSYS || e == EACCES) {
+        done(c, seq, CHAN_ACK_COPY);
+        return CHAN_ACK_COPY;
+    }
+    done(c, seq, e);
+    return e;   /* cma_transfer recorded the error */
+}
+
 static int send_rts(strata_chan *c, const void *buf, size_t len) {
     int err = transfer_acquire(buf, len);
     if (err) return transfer_fail(err, "channel %s: cannot prepare the %zu-byte message for single copy", c->name, len);
     err = ring_reserve(c, CHAN_REC, "waiting for room in the ring");
-    if (err) return err;
-    chan_rec rec = {.type = REC_RTS, .pid = (int32_t)getpid(), .len = len, .seq = ++c->seq, .addr = (uintptr_t)buf};
+    if (err) {
+        transfer_unpin(buf, len);
+        return err;
+    }
+    chan_rec rec = {.type = c->push ? REC_PUSH : REC_RTS, .pid = (int32_t)getpid(), .len = len, .seq = ++c->seq,
+                    .addr = (uintptr_t)buf};
     ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
     int32_t status;
     err = wait_ack(c, rec.seq, &status);
+    if (!err && c->push && status == 0) err = push(c, buf, len, rec.seq);
     transfer_unpin(buf, len);
     if (err) return err;
     if (status == CHAN_ACK_COPY) return CHAN_ACK_COPY;
-    return finish(c, len, status);
+    return c->push && status == 0 ? 0 : finish(c, len, status);
 }
 
 /* From this end's shared arena: the receiver copies it from its own
@@ -239,6 +274,44 @@ static int recv_pull(strata_chan *c, const chan_rec *rec, void *buf) {
     return e;   /* cma_transfer recorded the error */
 }
 
+/* Answers a REC_PUSH with a clear-to-send and waits for the sender to
+ * have written buf.  A receiver that gives up breaks the channel (the
+ * sender may still be writing).  0, an errno value, or CHAN_ACK_COPY when
+ * the message follows by copy. */
+static int recv_push(strata_chan *c, const chan_rec *rec, void *buf) {
+    if (!c->cma) {
+        ack(c, rec->seq, CHAN_ACK_COPY);
+        return CHAN_ACK_COPY;
+    }
+    int err = transfer_acquire(buf, rec->len);
+    if (err) {
+        ack(c, rec->seq, err);
+        return transfer_fail(err, "channel %s: cannot prepare the receive buffer for single copy", c->name);
+    }
+    chan_lane *lane = c->in.lane;
+    atomic_store_explicit(&lane->cts_addr, (uintptr_t)buf, memory_order_relaxed);
+    ack(c, rec->seq, 0);     /* its release store publishes cts_addr */
+    chan_waiter w = {0};
+    while (atomic_load_explicit(&lane->done_seq, memory_order_acquire) < rec->seq) {
+        err = chan_wait_step(c, &w, "waiting for the sender to write a message");
+        if (err) {
+            chan_break(c);
+            transfer_unpin(buf, rec->len);
+            return err;
+        }
+    }
+    chan_wait_end(c, &w);
+    transfer_unpin(buf, rec->len);
+    int32_t st = atomic_load_explicit(&lane->done_status, memory_order_relaxed);
+    if (st == 0) {
+        chan_count_received(c, STRATA_CHAN_PATH_CMA, rec->len);
+        return 0;
+    }
+    if (st == CHAN_ACK_COPY) return CHAN_ACK_COPY;
+    return transfer_fail(st, "channel %s: the sender could not write a %llu-byte message (%s)", c->name,
+                         (unsigned long long)rec->len, transfer_errno_name(st));
+}
+
 static int recv_copy(strata_chan *c, const chan_rec *head, void *buf, size_t cap) {
     bool keep = head->len <= cap;
     uint64_t max = c->in.size / 2;
@@ -284,6 +357,16 @@ static int recv_one(strata_chan *c, void *buf, size_t cap, size_t *lenp) {
                 return truncated(c, rec.len, cap);
             }
             err = recv_pull(c, &rec, buf);
+            if (err != CHAN_ACK_COPY) return err;
+            continue;   /* refused: the same message follows by copy */
+        case REC_PUSH:
+            ring_pop(&c->in, 0);
+            chan_ring(c);
+            if (rec.len > cap) {
+                ack(c, rec.seq, EMSGSIZE);
+                return truncated(c, rec.len, cap);
+            }
+            err = recv_push(c, &rec, buf);
             if (err != CHAN_ACK_COPY) return err;
             continue;   /* refused: the same message follows by copy */
         case REC_SHARED:
