@@ -4,7 +4,7 @@
  * physical limit of one copy).
  *
  *   bench-chan-bw [--path auto|copy|cma] [--buf mmap|strata|arena] [--memcpy]
- *                 [--raw read|write|memfd] [--max BYTES] [--budget BYTES] [--no-lat]
+ *                 [--raw read|write|memfd] [--min BYTES] [--max BYTES] [--budget BYTES] [--no-lat]
  *                 [--cpu]
  *
  * Bandwidth: the sender sends a window of messages, the receiver answers
@@ -36,7 +36,7 @@
 #include "sizes.h"
 
 static const char *path = "auto", *bufkind = "mmap";
-static size_t max_size = (size_t)256 << 20, budget = (size_t)512 << 20;
+static size_t min_size = 0, max_size = (size_t)256 << 20, budget = (size_t)512 << 20;
 static int do_lat = 1;
 
 static void die(const char *what) {
@@ -90,6 +90,7 @@ static void receiver(strata_chan *c) {
     unsigned char *buf = buffer(max_size), ack = 1;
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
+        if (s < min_size) continue;
         int w = xfer_window(s), n = xfer_windows(s, budget);
         for (int r = 0; r <= n; r++) {
             for (int i = 0; i < w; i++) xrecv(c, buf, max_size, s);
@@ -113,6 +114,7 @@ static void sender(strata_chan *c) {
     xfer_fill(buf, max_size, 7);
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
+        if (s < min_size) continue;
         int w = xfer_window(s), n = xfer_windows(s, budget);
         double t0 = 0;
         for (int r = 0; r <= n; r++) {
@@ -148,6 +150,7 @@ static void memcpy_bw(void) {
     xfer_fill(a, max_size, 3);
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
+        if (s < min_size) continue;
         int reps = xfer_window(s) * xfer_windows(s, budget);
         memcpy(b, a, s);
         double t0 = xfer_now();
@@ -195,6 +198,7 @@ static void raw_bw(const char *dir) {
     int pull = !strcmp(dir, "read");
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
+        if (s < min_size) continue;
         int reps = xfer_window(s) * xfer_windows(s, budget);
         struct iovec l = {mine, s}, r = {buf, s};
         double t0 = xfer_now();
@@ -246,6 +250,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-lat")) do_lat = 0;
         else if (!strcmp(argv[i], "--cpu")) xfer_cpu_clock = 1;
         else if (!strcmp(argv[i], "--max") && i + 1 < argc && (v = atol(argv[++i])) >= 8) max_size = (size_t)v;
+        else if (!strcmp(argv[i], "--min") && i + 1 < argc && (v = atol(argv[++i])) >= 0) min_size = (size_t)v;
         else if (!strcmp(argv[i], "--budget") && i + 1 < argc && (v = atol(argv[++i])) > 0) budget = (size_t)v;
         else {
             fprintf(stderr, "bench-chan-bw: unknown or incomplete argument \"%s\"\n", argv[i]);
