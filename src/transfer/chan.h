@@ -153,6 +153,10 @@ void ring_copy_out(const ring_t *r, uint64_t off, void *dst, uint64_t n);
 /* Consumes the current record (header and len padded payload bytes). */
 void ring_pop(ring_t *r, uint64_t len);
 
+/* Bytes of payload per record of the copy path: a quarter of the ring, so
+ * the sender fills one chunk while the receiver drains another. */
+static inline uint64_t chan_chunk(const strata_chan *c) { return c->out.size / 4 - CHAN_REC; }
+
 /* Whether [p, p + len) lies in this end's shared arena. */
 static inline bool chan_in_arena(const strata_chan *c, const void *p, uint64_t len) {
     uintptr_t a = (uintptr_t)c->arena_mine, q = (uintptr_t)p;

@@ -10,11 +10,14 @@
  *         address and the sender writes with process_vm_writev and
  *         answers in the lane's done word: one more hand-over, and
  *         measured no faster (bench/RESULTS.md), so pull is the default.
- *  shared len > eager_max and the message in this end's shared arena
- *         (strata_chan_alloc): the sender posts its offset and waits; the
- *         receiver copies it with one memcpy from its mapping of the
- *         arena and answers in the ack word.  No page is pinned: from 64
- *         KiB about 2-4x faster than single copy here (bench/RESULTS.md).
+ *  shared the message in this end's shared arena (strata_chan_alloc) and
+ *         longer than one chunk of the copy path (a quarter ring): the
+ *         sender posts its offset and waits; the receiver copies it with
+ *         one memcpy from its mapping of the arena and answers in the ack
+ *         word.  No page is pinned.  A message of one chunk or less is
+ *         copied through the ring instead, without a round trip: per CPU
+ *         second that was as fast at 64 KiB, the shared path 1.6-1.8x
+ *         faster at 256 KiB-1 MiB (bench/RESULTS.md).
  *  copy   everything else, and whenever the kernel refuses single copy: a
  *         pipelined double copy through the ring in chunks of a quarter of
  *         it, so the sender fills one chunk while the receiver drains another.
@@ -170,7 +173,7 @@ static int send_copy(strata_chan *c, const void *buf, size_t len) {
     chan_rec rec = {.type = REC_STREAM, .len = len, .seq = ++c->seq};
     ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
-    uint64_t chunk = c->out.size / 4 - CHAN_REC;
+    uint64_t chunk = chan_chunk(c);
     for (size_t off = 0; off < len;) {
         uint64_t n = len - off < chunk ? len - off : chunk;
         err = ring_reserve(c, CHAN_REC + CHAN_PAD(n), "copying a message through the ring");
@@ -204,7 +207,7 @@ int strata_chan_send(strata_chan *c, const void *buf, size_t len) {
     if (!err) {
         if (len <= c->eager_max) {
             err = send_eager(c, buf, len);
-        } else if (chan_in_arena(c, buf, len)) {
+        } else if (len > chan_chunk(c) && chan_in_arena(c, buf, len)) {
             err = send_shared(c, buf, len);
         } else {
             err = CHAN_ACK_COPY;

@@ -1,6 +1,7 @@
 /* test_chan_arena.c — the channel's shared arenas (strata_chan_alloc) and
  * the "shared" path: round trips of 0 B to 32 MiB between buffers from
- * both ends' arenas with content checks and the path each size took; a
+ * both ends' arenas with content checks and the path each size took (up
+ * to a quarter ring by copy, beyond it shared); a
  * message longer than the receive buffer (dropped, nothing written past
  * the buffer or into it, EMSGSIZE at both ends, the channel still usable);
  * a buffer outside the arena goes another way; allocation limits
@@ -12,6 +13,8 @@
 #define ARENA ((size_t)40 << 20)
 #define BIG ((size_t)32 << 20)
 #define EAGER 4096
+#define RING ((size_t)1 << 20)
+#define CHUNK (RING / 4 - 32)   /* up to this, messages from the arena go by copy */
 
 static char name[64];
 
@@ -40,14 +43,14 @@ static pid_t start_echo(void) {
 
 static void round_trips(void) {
     snprintf(name, sizeof name, "test-arena-%d", (int)getpid());
-    strata_chan_opts o = {.eager_max = EAGER, .arena_bytes = ARENA};
+    strata_chan_opts o = {.ring_bytes = RING, .eager_max = EAGER, .arena_bytes = ARENA};
     strata_chan *c = strata_chan_create(name, &o);
     CHECK(c);
     pid_t pid = start_echo();
     unsigned char *out = strata_chan_alloc(c, BIG), *back = map_bytes(BIG);
     CHECK(out);
-    static const size_t sizes[] = {0, 1, 4096, 4097, 65536, 1000003, (size_t)4 << 20, BIG};
-    uint64_t shared = 0, eager = 0;
+    static const size_t sizes[] = {0, 1, 4096, 4097, 65536, CHUNK, CHUNK + 1, 1000003, (size_t)4 << 20, BIG};
+    uint64_t shared = 0, eager = 0, copied = 0;
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         size_t n = sizes[k];
         pattern_fill(out, 0, n, 100 + k);
@@ -56,11 +59,13 @@ static void round_trips(void) {
         memset(back, 0, n);
         CHECK(strata_chan_recv(c, back, BIG, &len) == 0 && len == n);
         CHECK(pattern_check(back, 0, n, 100 + k) == SIZE_MAX);
-        if (n > EAGER) shared++;
+        if (n > CHUNK) shared++;
+        else if (n > EAGER) copied++;
         else eager++;
         strata_chan_stats_t s;
         strata_chan_stats(c, &s);
         CHECK(s.sent[STRATA_CHAN_PATH_SHARED] == shared && s.sent[STRATA_CHAN_PATH_EAGER] == eager);
+        CHECK(s.sent[STRATA_CHAN_PATH_COPY] == copied);
         CHECK(s.received[STRATA_CHAN_PATH_SHARED] == shared);   /* the echoes from the child's arena */
     }
 
@@ -84,9 +89,9 @@ static void round_trips(void) {
     strata_chan_stats_t before, after;
     strata_chan_stats(c, &before);
     unsigned char *edge = map_bytes(BIG);
-    pattern_fill(edge, 0, 65536, 9);
-    CHECK(strata_chan_send(c, edge, 65536) == 0);
-    CHECK(strata_chan_recv(c, back, BIG, &len) == 0 && len == 65536 && pattern_check(back, 0, len, 9) == SIZE_MAX);
+    pattern_fill(edge, 0, n, 9);
+    CHECK(strata_chan_send(c, edge, n) == 0);
+    CHECK(strata_chan_recv(c, back, BIG, &len) == 0 && len == n && pattern_check(back, 0, len, 9) == SIZE_MAX);
     strata_chan_stats(c, &after);
     CHECK(after.sent[STRATA_CHAN_PATH_SHARED] == before.sent[STRATA_CHAN_PATH_SHARED]);
 
@@ -101,9 +106,11 @@ static void round_trips(void) {
     CHECK(again);
     unsigned char *more = strata_chan_alloc(c, (size_t)16 << 20);
     CHECK(more && more != again);
-    pattern_fill(more, 0, 65536, 10);
-    CHECK(strata_chan_send(c, more, 65536) == 0);
-    CHECK(strata_chan_recv(c, back, BIG, &len) == 0 && len == 65536 && pattern_check(back, 0, len, 10) == SIZE_MAX);
+    pattern_fill(more, 0, n, 10);
+    CHECK(strata_chan_send(c, more, n) == 0);
+    CHECK(strata_chan_recv(c, back, BIG, &len) == 0 && len == n && pattern_check(back, 0, len, 10) == SIZE_MAX);
+    strata_chan_stats(c, &after);
+    CHECK(after.sent[STRATA_CHAN_PATH_SHARED] == before.sent[STRATA_CHAN_PATH_SHARED] + 1);
 
     strata_chan_close(c);
     reap_ok(pid);
