@@ -16,8 +16,8 @@
  *         one memcpy from its mapping of the arena and answers in the ack
  *         word.  No page is pinned.  A message of one chunk or less is
  *         copied through the ring instead, without a round trip: per CPU
- *         second that was as fast at 64 KiB, the shared path 1.6-1.8x
- *         faster at 256 KiB-1 MiB (bench/RESULTS.md).
+ *         second that was as fast at 64 KiB, the shared path 1.3-1.7x
+ *         cheaper at 256 KiB-4 MiB (bench/RESULTS.md).
  *  copy   everything else, and whenever the kernel refuses single copy: a
  *         pipelined double copy through the ring in chunks of a quarter of
  *         it, so the sender fills one chunk while the receiver drains another.
