@@ -96,8 +96,6 @@ static int finish(strata_chan *c, size_t len, int32_t status) {
                          transfer_errno_name(status));
 }
 
-/* Returns 0, an errno value, or CHAN_ACK_COPY when the receiver may not
- * read our memory. */
 /* Push: the receiver's ack is a clear-to-send with its buffer's address;
  * we write the message there and answer in the lane's done word. */
 static void done(strata_chan *c, uint64_t seq, int32_t status) {
@@ -127,6 +125,8 @@ static int push(strata_chan *c, const void *buf, size_t len, uint64_t seq) {
     return e;   /* cma_transfer recorded the error */
 }
 
+/* Returns 0, an errno value, or CHAN_ACK_COPY when single copy between
+ * the two was refused (the message must go by copy). */
 static int send_rts(strata_chan *c, const void *buf, size_t len) {
     int err = transfer_acquire(buf, len);
     if (err) return transfer_fail(err, "channel %s: cannot prepare the %zu-byte message for single copy", c->name, len);

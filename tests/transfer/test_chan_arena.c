@@ -5,7 +5,8 @@
  * message longer than the receive buffer (dropped, nothing written past
  * the buffer or into it, EMSGSIZE at both ends, the channel still usable);
  * a buffer outside the arena goes another way; allocation limits
- * and a channel without an arena; blocks freed and handed out again. */
+ * and a channel without an arena; blocks freed and handed out again; a
+ * foreign pointer given to strata_chan_free. */
 #include <strata.h>
 
 #include "xfer.h"
@@ -111,6 +112,17 @@ static void round_trips(void) {
     CHECK(strata_chan_recv(c, back, BIG, &len) == 0 && len == n && pattern_check(back, 0, len, 10) == SIZE_MAX);
     strata_chan_stats(c, &after);
     CHECK(after.sent[STRATA_CHAN_PATH_SHARED] == before.sent[STRATA_CHAN_PATH_SHARED] + 1);
+
+    /* Freeing what the arena did not hand out is reported (abort by
+     * default), never passed on. */
+    pid_t bad = fork();
+    CHECK(bad >= 0);
+    if (bad == 0) {
+        strata_chan_free(c, edge);
+        _exit(0);
+    }
+    int st;
+    CHECK(waitpid(bad, &st, 0) == bad && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
 
     strata_chan_close(c);
     reap_ok(pid);
