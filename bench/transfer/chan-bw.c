@@ -5,6 +5,7 @@
  *
  *   bench-chan-bw [--path auto|copy|cma] [--buf mmap|strata|arena] [--memcpy]
  *                 [--raw read|write|memfd] [--min BYTES] [--max BYTES] [--budget BYTES] [--no-lat]
+ *                 [--block BYTES]
  *                 [--cpu]
  *
  * Bandwidth: the sender sends a window of messages, the receiver answers
@@ -20,7 +21,8 @@
  * channel: which direction is faster; memfd: memcpy from a memfd mapping
  * the child shares (the memfd-arena path, see raw_bw).  --cpu (with
  * --memcpy or --raw): bytes per second of the copying thread's CPU time,
- * not of wall time.  Prints `metric bw_MBps@SIZE`, `metric lat_us@SIZE`
+ * not of wall time.  --block: each buffer is one block of this many bytes
+ * (at least --max), e.g. a big one on huge pages for small messages.  Prints `metric bw_MBps@SIZE`, `metric lat_us@SIZE`
  * (or `memcpy_MBps@SIZE`, `pull_MBps@SIZE`, `push_MBps@SIZE`,
  * `memfd_MBps@SIZE`) and `check ok`.
  */
@@ -36,7 +38,7 @@
 #include "sizes.h"
 
 static const char *path = "auto", *bufkind = "mmap";
-static size_t min_size = 0, max_size = (size_t)256 << 20, budget = (size_t)512 << 20;
+static size_t min_size = 0, max_size = (size_t)256 << 20, budget = (size_t)512 << 20, block_size = 0;
 static int do_lat = 1;
 
 static void die(const char *what) {
@@ -68,7 +70,7 @@ static unsigned char *buffer(size_t n) {
 
 static void chan_opts(strata_chan_opts *o) {
     memset(o, 0, sizeof *o);
-    if (!strcmp(bufkind, "arena")) o->arena_bytes = max_size;
+    if (!strcmp(bufkind, "arena")) o->arena_bytes = block_size;
     if (!strcmp(path, "copy")) {
         o->flags = STRATA_CHAN_NO_CMA;
     } else if (!strcmp(path, "cma")) {
@@ -87,7 +89,7 @@ static void xrecv(strata_chan *c, void *b, size_t cap, size_t want) {
 
 static void receiver(strata_chan *c) {
     arena_chan = c;
-    unsigned char *buf = buffer(max_size), ack = 1;
+    unsigned char *buf = buffer(block_size), ack = 1;
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
         if (s < min_size) continue;
@@ -110,7 +112,7 @@ static void receiver(strata_chan *c) {
 
 static void sender(strata_chan *c) {
     arena_chan = c;
-    unsigned char *buf = buffer(max_size), ack;
+    unsigned char *buf = buffer(block_size), ack;
     xfer_fill(buf, max_size, 7);
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
@@ -146,7 +148,7 @@ static void sender(strata_chan *c) {
 }
 
 static void memcpy_bw(void) {
-    unsigned char *a = buffer(max_size), *b = buffer(max_size);
+    unsigned char *a = buffer(block_size), *b = buffer(block_size);
     xfer_fill(a, max_size, 3);
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
@@ -175,7 +177,7 @@ static void memcpy_bw(void) {
  * path of issue 11, without its once-per-arena setup. */
 static void raw_bw(const char *dir) {
     int memfd = !strcmp(dir, "memfd");
-    unsigned char *buf, *mine = buffer(max_size);
+    unsigned char *buf, *mine = buffer(block_size);
     if (memfd) {
         int fd = memfd_create("strata-bench", 0);
         if (fd < 0 || ftruncate(fd, (off_t)max_size)) die("memfd");
@@ -183,7 +185,7 @@ static void raw_bw(const char *dir) {
         if (buf == MAP_FAILED) die("mmap memfd");
         close(fd);
     } else {
-        buf = buffer(max_size);
+        buf = buffer(block_size);
     }
     int go[2];
     if (pipe(go)) die("pipe");
@@ -251,6 +253,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--cpu")) xfer_cpu_clock = 1;
         else if (!strcmp(argv[i], "--max") && i + 1 < argc && (v = atol(argv[++i])) >= 8) max_size = (size_t)v;
         else if (!strcmp(argv[i], "--min") && i + 1 < argc && (v = atol(argv[++i])) >= 0) min_size = (size_t)v;
+        else if (!strcmp(argv[i], "--block") && i + 1 < argc && (v = atol(argv[++i])) > 0) block_size = (size_t)v;
         else if (!strcmp(argv[i], "--budget") && i + 1 < argc && (v = atol(argv[++i])) > 0) budget = (size_t)v;
         else {
             fprintf(stderr, "bench-chan-bw: unknown or incomplete argument \"%s\"\n", argv[i]);
@@ -273,6 +276,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-chan-bw: --raw must be read, write or memfd\n");
         return 2;
     }
+    if (block_size < max_size) block_size = max_size;
     if (xfer_cpu_clock && !raw && !mc) {
         fprintf(stderr, "bench-chan-bw: --cpu goes with --memcpy or --raw (a channel's time is two processes')\n");
         return 2;
