@@ -55,10 +55,11 @@ static uint64_t now_ns(void) {
 
 /* The channel's file is a shared mapping of /dev/shm: the futex key is the
  * page and offset, the same in both processes (no FUTEX_PRIVATE_FLAG).
- * False when the wait ran out of time (the bell did not move). */
+ * True when the bell rang: a wake-up, or the bell had moved already
+ * (EAGAIN); false when the time ran out or a signal came. */
 static bool futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns) {
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-    return syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0) == 0 || errno != ETIMEDOUT;
+    return syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0) == 0 || errno == EAGAIN;
 }
 
 static void futex_wake_all(_Atomic uint32_t *word) {
