@@ -4,7 +4,9 @@
 large-message path at 64 KiB, 1 MiB and 16 MiB, median of RUNS interleaved
 runs (default 3).  On a loaded machine wall-clock bandwidth mostly measures
 the wait for a CPU; CPU time per byte does not (bench/RESULTS.md, issue 11).
-A waiting end's spinning and yielding counts, as it should.
+A waiting end's spinning and yielding counts, as it should; so does the
+setup (filling the buffers), which BUDGET (bytes per size) must outweigh.
+Environment: SIZES (bytes, space-separated), BUDGET, BLOCK (see below).
 """
 import os
 import resource
@@ -23,7 +25,8 @@ VARIANTS = {
     "cma, 4K": ["--path", "cma", "--buf", "mmap"],
 }
 SIZES = [int(x) for x in os.environ.get("SIZES", "65536 1048576 16777216").split()]
-BUDGET = 256 << 20
+BUDGET = int(os.environ.get("BUDGET", 256 << 20))
+BLOCK = os.environ.get("BLOCK")     # one buffer of this size per end (--block), e.g. a big one on huge pages
 
 
 def window(s):   # as sizes.h
@@ -40,8 +43,9 @@ def main():
         for s in SIZES:
             for name, args in VARIANTS.items():
                 r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                block = ["--block", BLOCK] if BLOCK else []
                 out = subprocess.run([BIN] + args + ["--min", str(s), "--max", str(s), "--budget", str(BUDGET),
-                                                     "--no-lat"], capture_output=True, text=True).stdout
+                                                     "--no-lat"] + block, capture_output=True, text=True).stdout
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 if "check ok" not in out:
                     sys.exit("cpu-cost.py: %s at %d failed:\n%s" % (name, s, out))
