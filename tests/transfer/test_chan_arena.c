@@ -6,8 +6,11 @@
  * the buffer or into it, EMSGSIZE at both ends, the channel still usable);
  * a buffer outside the arena goes another way; allocation limits
  * and a channel without an arena; blocks freed and handed out again; a
- * foreign pointer given to strata_chan_free. */
+ * foreign pointer given to strata_chan_free; a receiver that dies while
+ * the sender waits for it to copy. */
+#define _GNU_SOURCE 1
 #include <strata.h>
+#include <time.h>
 
 #include "xfer.h"
 
@@ -138,9 +141,42 @@ static void no_arena(void) {
     strata_chan_close(c);
 }
 
+/* The receiver dies while the sender waits for it to copy from the arena:
+ * the wait sees the death (the timeout is far away). */
+static void receiver_killed(void) {
+    snprintf(name, sizeof name, "test-arenak-%d", (int)getpid());
+    strata_chan_opts o = {.arena_bytes = (size_t)8 << 20, .timeout_ms = 60000};
+    strata_chan *c = strata_chan_create(name, &o);
+    CHECK(c);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        strata_chan *k = strata_chan_open(name);
+        CHECK(k);
+        for (;;) pause();   /* never receives */
+    }
+    pid_t killer = fork();
+    CHECK(killer >= 0);
+    if (killer == 0) {
+        struct timespec ts = {0, 150 * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(child, SIGKILL);
+        _exit(0);
+    }
+    unsigned char *buf = strata_chan_alloc(c, (size_t)8 << 20);
+    CHECK(buf);
+    CHECK(strata_chan_send(c, buf, (size_t)8 << 20) == EPIPE);
+    must_contain(strata_transfer_error(), "died");
+    reap_ok(killer);
+    int st;
+    CHECK(waitpid(child, &st, 0) == child && WIFSIGNALED(st));
+    strata_chan_close(c);
+}
+
 int main(void) {
     round_trips();
     no_arena();
+    receiver_killed();
     puts("ok");
     return 0;
 }
