@@ -26,7 +26,7 @@
 #include "transfer.h"
 
 #define CHAN_MAGIC 0x314e414843525453ull   /* "STRCHAN1" */
-#define CHAN_VERSION 2u                      /* 2: the doorbells (wait.c), the shared arenas */
+#define CHAN_VERSION 2u   /* 2: doorbells (wait.c), shared arenas, push (msg.c) */
 #define CHAN_NAME_MAX 200
 #define CHAN_REC 32u                         /* record header bytes; records are padded to it */
 #define CHAN_PAD(n) (((n) + CHAN_REC - 1) & ~(uint64_t)(CHAN_REC - 1))
