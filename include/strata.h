@@ -122,6 +122,8 @@ typedef enum strata_option_e {
     STRATA_OPTION_SB_WRITE,         /* STRATA_SB_LAZY|AGGRESSIVE */
     STRATA_OPTION_SB_MECHANISM,     /* STRATA_SB_MECH_AUTO|UFFD|MPROTECT */
     STRATA_OPTION_SB_DIRECT,        /* 0 auto, 1 direct I/O, 2 buffered */
+    STRATA_OPTION_CHAN_SPIN_US,     /* µs a channel wait spins before it blocks in the kernel */
+    STRATA_OPTION_CHAN_PUSH,        /* 0|1: channels created here single-copy by the sender, not the receiver */
     STRATA_OPTION_COUNT
 } strata_option_t;
 
@@ -262,9 +264,15 @@ typedef struct strata_chan_opts_s {
     size_t cma_min_any;  /* ... and for any buffer (0: STRATA_CHAN_CMA_MIN_ANY; SIZE_MAX: never) */
     long timeout_ms;     /* 0: STRATA_CHAN_TIMEOUT_MS; -1: wait forever */
     unsigned mode;       /* permission bits of the channel's file (0: 0600) */
-    unsigned flags;      /* STRATA_CHAN_NO_CMA */
+    unsigned flags;      /* STRATA_CHAN_NO_CMA, STRATA_CHAN_PUSH (or STRATA_CHAN_PUSH=1) */
+    /* Bytes of each end's shared arena (rounded up to pages; 0: none): part
+     * of the channel's file that both ends map, from which
+     * strata_chan_alloc hands out buffers.  A message sent from such a
+     * buffer is one memcpy by the receiver, no page pinning. */
+    size_t arena_bytes;
 } strata_chan_opts;
 #define STRATA_CHAN_NO_CMA 1u   /* never single-copy on this channel */
+#define STRATA_CHAN_PUSH 2u     /* single copy by the sender (process_vm_writev), not the receiver */
 
 /* Creates the channel name (a file in /dev/shm; letters, digits, "._-")
  * and returns this side's end; opts may be NULL.  NULL with errno EINVAL,
@@ -282,12 +290,26 @@ STRATA_API int strata_chan_send(strata_chan *c, const void *buf, size_t len);
  * A message longer than cap is dropped, nothing is written to buf, and the
  * result is EMSGSIZE with the message's length in *len. */
 STRATA_API int strata_chan_recv(strata_chan *c, void *buf, size_t cap, size_t *len);
+/* A buffer of size bytes from this end's shared arena (opts.arena_bytes),
+ * for messages the peer should copy straight from it (the "shared" path:
+ * one memcpy, like XPMEM without a kernel module).  Ordinary malloc is
+ * untouched.  NULL with errno ENOMEM when it is full or there is none.
+ * Freed by strata_chan_free or when the channel is closed. */
+STRATA_API void *strata_chan_alloc(strata_chan *c, size_t size);
+STRATA_API void strata_chan_free(strata_chan *c, void *p);
+
 /* Closes this end (the peer's waits end with EPIPE); removes the name.
  * No other call on c may be in progress.  A handle is not inherited
  * usefully by fork: the child must open a channel of its own. */
 STRATA_API void strata_chan_close(strata_chan *c);
 
-enum { STRATA_CHAN_PATH_EAGER = 0, STRATA_CHAN_PATH_CMA = 1, STRATA_CHAN_PATH_COPY = 2, STRATA_CHAN_PATHS = 3 };
+enum {
+    STRATA_CHAN_PATH_EAGER = 0,
+    STRATA_CHAN_PATH_CMA = 1,
+    STRATA_CHAN_PATH_COPY = 2,
+    STRATA_CHAN_PATH_SHARED = 3,   /* from the sender's shared arena (strata_chan_alloc) */
+    STRATA_CHAN_PATHS = 4
+};
 #define STRATA_CHAN_SIZE_BUCKETS 42  /* bucket 0: 0 bytes; b: 2^(b-1) <= size < 2^b */
 typedef struct strata_chan_stats_s {
     uint64_t sent[STRATA_CHAN_PATHS], sent_bytes[STRATA_CHAN_PATHS];
@@ -297,9 +319,13 @@ typedef struct strata_chan_stats_s {
     uint64_t cma_refused;    /* single-copy refused by the kernel; copied instead */
     uint64_t truncated;      /* messages dropped for a too-small receive buffer */
     uint64_t timeouts, peer_lost;
+    /* waits that blocked in the kernel (after spinning and yielding), and
+     * how many of those the peer's doorbell ended, not a periodic check */
+    uint64_t blocked, woken;
+    uint64_t pushed;         /* of the cma messages sent, those written by the sender (STRATA_CHAN_PUSH) */
 } strata_chan_stats_t;
 STRATA_API void strata_chan_stats(const strata_chan *c, strata_chan_stats_t *out);
-/* "eager", "cma", "copy" */
+/* "eager", "cma", "copy", "shared" */
 STRATA_API const char *strata_chan_path_name(int path);
 /* Which path each size took, one line per path and size bucket used. */
 STRATA_API void strata_chan_stats_print(const strata_chan *c, FILE *out);

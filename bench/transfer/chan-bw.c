@@ -3,8 +3,10 @@
  * chosen kind, and the single-process memcpy of the same sizes (the
  * physical limit of one copy).
  *
- *   bench-chan-bw [--path auto|copy|cma] [--buf mmap|strata] [--memcpy]
- *                 [--raw read|write] [--max BYTES] [--budget BYTES] [--no-lat]
+ *   bench-chan-bw [--path auto|copy|cma] [--buf mmap|strata|arena] [--memcpy]
+ *                 [--raw read|write|memfd] [--min BYTES] [--max BYTES] [--budget BYTES] [--no-lat]
+ *                 [--block BYTES]
+ *                 [--cpu]
  *
  * Bandwidth: the sender sends a window of messages, the receiver answers
  * the window with one byte; after a warm-up window, windows are timed.
@@ -12,11 +14,17 @@
  * message of fresh content checked byte for byte at the receiver.
  * --buf mmap: fresh anonymous 4 KiB pages, what glibc's malloc gives for
  * large blocks; --buf strata: strata_malloc (the large tier, huge pages as
- * STRATA_HUGEPAGES says).  --raw: strata_cma_read (pull) or
+ * STRATA_HUGEPAGES says); --buf arena: strata_chan_alloc, the channel's
+ * shared arena (the "shared" path: the receiver copies from its mapping).
+ * --raw: strata_cma_read (pull) or
  * strata_cma_write (push) between this process and a forked child, no
- * channel: which direction is faster.  Prints `metric bw_MBps@SIZE`,
- * `metric lat_us@SIZE` (or `memcpy_MBps@SIZE`, `pull_MBps@SIZE`,
- * `push_MBps@SIZE`) and `check ok`.
+ * channel: which direction is faster; memfd: memcpy from a memfd mapping
+ * the child shares (the memfd-arena path, see raw_bw).  --cpu (with
+ * --memcpy or --raw): bytes per second of the copying thread's CPU time,
+ * not of wall time.  --block: each buffer is one block of this many bytes
+ * (at least --max), e.g. a big one on huge pages for small messages.  Prints `metric bw_MBps@SIZE`, `metric lat_us@SIZE`
+ * (or `memcpy_MBps@SIZE`, `pull_MBps@SIZE`, `push_MBps@SIZE`,
+ * `memfd_MBps@SIZE`) and `check ok`.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -30,7 +38,7 @@
 #include "sizes.h"
 
 static const char *path = "auto", *bufkind = "mmap";
-static size_t max_size = (size_t)256 << 20, budget = (size_t)512 << 20;
+static size_t min_size = 0, max_size = (size_t)256 << 20, budget = (size_t)512 << 20, block_size = 0;
 static int do_lat = 1;
 
 static void die(const char *what) {
@@ -39,7 +47,15 @@ static void die(const char *what) {
     exit(1);
 }
 
+static strata_chan *arena_chan;   /* --buf arena: this process's end */
+
 static unsigned char *buffer(size_t n) {
+    if (!strcmp(bufkind, "arena")) {
+        unsigned char *p = strata_chan_alloc(arena_chan, n);
+        if (!p) die("strata_chan_alloc");
+        memset(p, 1, n);
+        return p;
+    }
     if (!strcmp(bufkind, "strata")) {
         unsigned char *p = strata_malloc(n);
         if (!p) die("strata_malloc");
@@ -54,6 +70,7 @@ static unsigned char *buffer(size_t n) {
 
 static void chan_opts(strata_chan_opts *o) {
     memset(o, 0, sizeof *o);
+    if (!strcmp(bufkind, "arena")) o->arena_bytes = block_size;
     if (!strcmp(path, "copy")) {
         o->flags = STRATA_CHAN_NO_CMA;
     } else if (!strcmp(path, "cma")) {
@@ -71,9 +88,11 @@ static void xrecv(strata_chan *c, void *b, size_t cap, size_t want) {
 }
 
 static void receiver(strata_chan *c) {
-    unsigned char *buf = buffer(max_size), ack = 1;
+    arena_chan = c;
+    unsigned char *buf = buffer(block_size), ack = 1;
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
+        if (s < min_size) continue;
         int w = xfer_window(s), n = xfer_windows(s, budget);
         for (int r = 0; r <= n; r++) {
             for (int i = 0; i < w; i++) xrecv(c, buf, max_size, s);
@@ -92,10 +111,12 @@ static void receiver(strata_chan *c) {
 }
 
 static void sender(strata_chan *c) {
-    unsigned char *buf = buffer(max_size), ack;
+    arena_chan = c;
+    unsigned char *buf = buffer(block_size), ack;
     xfer_fill(buf, max_size, 7);
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
+        if (s < min_size) continue;
         int w = xfer_window(s), n = xfer_windows(s, budget);
         double t0 = 0;
         for (int r = 0; r <= n; r++) {
@@ -127,10 +148,11 @@ static void sender(strata_chan *c) {
 }
 
 static void memcpy_bw(void) {
-    unsigned char *a = buffer(max_size), *b = buffer(max_size);
+    unsigned char *a = buffer(block_size), *b = buffer(block_size);
     xfer_fill(a, max_size, 3);
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
+        if (s < min_size) continue;
         int reps = xfer_window(s) * xfer_windows(s, budget);
         memcpy(b, a, s);
         double t0 = xfer_now();
@@ -148,9 +170,23 @@ static void memcpy_bw(void) {
     printf("check ok\n");
 }
 
-/* The child keeps its copy of buf (same address) alive until told to go. */
+/* The child keeps its copy of buf (same address) alive until told to go.
+ * --raw memfd: buf is a shared mapping of a memfd instead, which the child
+ * maps too (by fork here; a peer would get the descriptor over a Unix
+ * socket, once), and a transfer is one memcpy from it: the memfd-arena
+ * path of issue 11, without its once-per-arena setup. */
 static void raw_bw(const char *dir) {
-    unsigned char *buf = buffer(max_size), *mine = buffer(max_size);
+    int memfd = !strcmp(dir, "memfd");
+    unsigned char *buf, *mine = buffer(block_size);
+    if (memfd) {
+        int fd = memfd_create("strata-bench", 0);
+        if (fd < 0 || ftruncate(fd, (off_t)max_size)) die("memfd");
+        buf = mmap(NULL, max_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (buf == MAP_FAILED) die("mmap memfd");
+        close(fd);
+    } else {
+        buf = buffer(block_size);
+    }
     int go[2];
     if (pipe(go)) die("pipe");
     xfer_fill(buf, max_size, 11);
@@ -164,13 +200,32 @@ static void raw_bw(const char *dir) {
     int pull = !strcmp(dir, "read");
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
+        if (s < min_size) continue;
         int reps = xfer_window(s) * xfer_windows(s, budget);
         struct iovec l = {mine, s}, r = {buf, s};
         double t0 = xfer_now();
-        for (int i = 0; i < reps; i++)
-            if ((pull ? strata_cma_read(pid, &l, 1, &r, 1) : strata_cma_write(pid, &l, 1, &r, 1)) != (ssize_t)s)
+        for (int i = 0; i < reps; i++) {
+            if (memfd) {
+                buf[(size_t)i % s] ^= 1;   /* keeps the copies from being merged */
+                memcpy(mine, buf, s);
+            } else if ((pull ? strata_cma_read(pid, &l, 1, &r, 1) : strata_cma_write(pid, &l, 1, &r, 1)) != (ssize_t)s) {
                 die(pull ? "strata_cma_read" : "strata_cma_write");
-        printf("metric %s_MBps@%zu %.1f\n", pull ? "pull" : "push", s, (double)s * reps / (xfer_now() - t0) / 1e6);
+            }
+        }
+        printf("metric %s_MBps@%zu %.1f\n", memfd ? "memfd" : pull ? "pull" : "push", s,
+               (double)s * reps / (xfer_now() - t0) / 1e6);
+    }
+    if (memfd) {
+        xfer_fill(buf, max_size, 13);
+        memcpy(mine, buf, max_size);
+        if (!xfer_verify(mine, max_size, 13)) {
+            printf("check failed: memfd content\n");
+            exit(1);
+        }
+        close(go[1]);
+        waitpid(pid, NULL, 0);
+        printf("check ok\n");
+        return;
     }
     struct iovec l = {mine, max_size}, r = {buf, max_size};
     xfer_fill(mine, max_size, 12);
@@ -195,7 +250,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--memcpy")) mc = 1;
         else if (!strcmp(argv[i], "--raw") && i + 1 < argc) raw = argv[++i];
         else if (!strcmp(argv[i], "--no-lat")) do_lat = 0;
+        else if (!strcmp(argv[i], "--cpu")) xfer_cpu_clock = 1;
         else if (!strcmp(argv[i], "--max") && i + 1 < argc && (v = atol(argv[++i])) >= 8) max_size = (size_t)v;
+        else if (!strcmp(argv[i], "--min") && i + 1 < argc && (v = atol(argv[++i])) >= 0) min_size = (size_t)v;
+        else if (!strcmp(argv[i], "--block") && i + 1 < argc && (v = atol(argv[++i])) > 0) block_size = (size_t)v;
         else if (!strcmp(argv[i], "--budget") && i + 1 < argc && (v = atol(argv[++i])) > 0) budget = (size_t)v;
         else {
             fprintf(stderr, "bench-chan-bw: unknown or incomplete argument \"%s\"\n", argv[i]);
@@ -206,12 +264,21 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-chan-bw: --path must be auto, copy or cma\n");
         return 2;
     }
-    if (strcmp(bufkind, "mmap") && strcmp(bufkind, "strata")) {
-        fprintf(stderr, "bench-chan-bw: --buf must be mmap or strata\n");
+    if (strcmp(bufkind, "mmap") && strcmp(bufkind, "strata") && strcmp(bufkind, "arena")) {
+        fprintf(stderr, "bench-chan-bw: --buf must be mmap, strata or arena\n");
         return 2;
     }
-    if (raw && strcmp(raw, "read") && strcmp(raw, "write")) {
-        fprintf(stderr, "bench-chan-bw: --raw must be read or write\n");
+    if (!strcmp(bufkind, "arena") && (raw || mc)) {
+        fprintf(stderr, "bench-chan-bw: --buf arena is for the channel only\n");
+        return 2;
+    }
+    if (raw && strcmp(raw, "read") && strcmp(raw, "write") && strcmp(raw, "memfd")) {
+        fprintf(stderr, "bench-chan-bw: --raw must be read, write or memfd\n");
+        return 2;
+    }
+    if (block_size < max_size) block_size = max_size;
+    if (xfer_cpu_clock && !raw && !mc) {
+        fprintf(stderr, "bench-chan-bw: --cpu goes with --memcpy or --raw (a channel's time is two processes')\n");
         return 2;
     }
     printf("path %s, buffers %s\n", mc ? "memcpy" : raw ? raw : path, bufkind);

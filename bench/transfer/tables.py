@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tables.py RESULTS_CSV [PLOT.png] — markdown tables of the transfer suite's medians.
 
-One table per metric (bw_MBps, lat_us, memcpy_MBps, a2a_MBps, pull/push): a
+One table per metric (bw_MBps, lat_us, memcpy_MBps, a2a_MBps, pull/push/memfd): a
 row per size, a column per workload x allocator (glibc = nothing preloaded,
 strata, strata-huge = Strata with STRATA_HUGEPAGES=always; see column()).  With PLOT.png,
 also one log-log plot of bandwidth against size for the lines that matter
@@ -29,7 +29,7 @@ def main():
                 k, v = kv.split("=", 1)
                 base, size = k.split("@", 1)
                 vals[(base, r["name"], column(r["name"], r["allocator"]), int(size))].append(float(v))
-    for base in ("bw_MBps", "memcpy_MBps", "lat_us", "a2a_MBps", "pull_MBps", "push_MBps"):
+    for base in ("bw_MBps", "memcpy_MBps", "lat_us", "a2a_MBps", "pull_MBps", "push_MBps", "memfd_MBps"):
         cols = sorted({(k[1], k[2]) for k in vals if k[0] == base})
         if not cols:
             continue
@@ -52,6 +52,7 @@ def main():
 LINES = [
     ("memcpy_MBps", "memcpy-strata", "auto", "memcpy (one process)"),
     ("bw_MBps", "chan-auto-strata", "auto", "Strata channel, Strata buffers"),
+    ("bw_MBps", "chan-auto-arena", "auto", "Strata channel, shared-arena buffers"),
     ("bw_MBps", "chan-auto-mmap", "auto", "Strata channel, 4 KiB-page buffers"),
     ("bw_MBps", "chan-cma-mmap", "auto", "channel forced single copy, 4 KiB pages"),
     ("bw_MBps", "ompi-cma", "glibc", "Open MPI CMA, glibc"),

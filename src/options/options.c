@@ -85,6 +85,10 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
     {"SB_MECHANISM", KIND_ENUM, 0, 0, 2, sb_mech_words, "storage-backed fault mechanism: auto, uffd, mprotect"},
     {"SB_DIRECT", KIND_ENUM, 0, 0, 2, sb_direct_words,
      "storage-backed file I/O: auto (direct under a memory limit), on (direct), off (buffered)"},
+    {"CHAN_SPIN_US", KIND_INT, 50, 0, 1000000, NULL,
+     "microseconds a channel wait spins before it blocks in the kernel"},
+    {"CHAN_PUSH", KIND_BOOL, 0, 0, 1, NULL,
+     "channels created here move large messages by the sender's process_vm_writev, not the receiver's readv"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];

@@ -20,6 +20,7 @@
 #define CHAN_FILE_PREFIX "strata."
 #define CHAN_RING_MIN ((uint64_t)4096)
 #define CHAN_RING_MAX ((uint64_t)1 << 30)
+#define CHAN_ARENA_MAX ((uint64_t)1 << 40)
 
 static bool valid_name(const char *name) {
     if (!name || !*name || strlen(name) > CHAN_NAME_MAX) return false;
@@ -58,13 +59,19 @@ static strata_chan *handle_new(const char *name, chan_header *h, size_t map_byte
     unsigned char *rings = (unsigned char *)h + h->header_bytes;
     c->out = (ring_t){&h->lane[side], rings + (size_t)side * h->ring_bytes, h->ring_bytes};
     c->in = (ring_t){&h->lane[1 - side], rings + (size_t)(1 - side) * h->ring_bytes, h->ring_bytes};
+    unsigned char *arenas = rings + 2 * (size_t)h->ring_bytes;
+    c->arena_mine = arenas + (size_t)side * h->arena_bytes;
+    c->arena_peer = arenas + (size_t)(1 - side) * h->arena_bytes;
     c->eager_max = h->eager_max;
     c->cma_min = h->cma_min;
     c->cma_min_any = h->cma_min_any;
     c->timeout_ms = opt(STRATA_OPTION_CHAN_TIMEOUT_MS);
+    c->spin_ns = (uint64_t)opt(STRATA_OPTION_CHAN_SPIN_US) * 1000u;
     c->cma = opt(STRATA_OPTION_CMA) != 0;
+    c->push = h->push != 0;
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->recv_lock, NULL);
+    pthread_mutex_init(&c->arena_lock, NULL);
     snprintf(c->name, sizeof c->name, "%s", name);
     return c;
 }
@@ -90,12 +97,17 @@ strata_chan *strata_chan_create(const char *name, const strata_chan_opts *o) {
                                            name, (unsigned long long)eager, (unsigned long long)ring, CHAN_REC));
         eager = ring / 2 - CHAN_REC;      /* the option's default suits the default ring only */
     }
+    size_t ps = os_page_size();
+    if (d.arena_bytes > CHAN_ARENA_MAX)
+        return fail_null(transfer_fail(EINVAL, "channel %s: shared arena of %zu bytes is more than %llu", name,
+                                       d.arena_bytes, (unsigned long long)CHAN_ARENA_MAX));
+    uint64_t arena = (d.arena_bytes + ps - 1) & ~(uint64_t)(ps - 1);
     if (d.timeout_ms < -1)
         return fail_null(transfer_fail(EINVAL, "channel %s: timeout %ld ms is not valid (-1: forever)", name, d.timeout_ms));
 
     char file[CHAN_NAME_MAX + 16];
     file_name(file, sizeof file, name);
-    size_t hb = header_bytes(), total = hb + 2 * (size_t)ring;
+    size_t hb = header_bytes(), total = hb + 2 * (size_t)ring + 2 * (size_t)arena;
     int fd;
     uint64_t ino;
     int err = os_shm_create(file, total, d.mode ? d.mode : 0600, &fd, &ino);
@@ -117,6 +129,8 @@ strata_chan *strata_chan_create(const char *name, const strata_chan_opts *o) {
     h->eager_max = eager;
     h->cma_min = cma_min;
     h->cma_min_any = cma_any;
+    h->arena_bytes = arena;
+    h->push = (d.flags & STRATA_CHAN_PUSH) || opt(STRATA_OPTION_CHAN_PUSH);
     h->total_bytes = total;
     atomic_store_explicit(&h->pid[0], (int32_t)getpid(), memory_order_relaxed);
     atomic_store_explicit(&h->magic, CHAN_MAGIC, memory_order_release);
@@ -143,9 +157,11 @@ static const char *layout_problem(const chan_header *h, size_t file_size, char *
     uint64_t ring = h->ring_bytes;
     if (h->lane_bytes != sizeof(chan_lane) || h->rec_bytes != CHAN_REC || h->header_bytes != header_bytes() ||
         ring < CHAN_RING_MIN || ring > CHAN_RING_MAX || (ring & (ring - 1)) || h->eager_max > ring / 2 - CHAN_REC ||
-        h->total_bytes != h->header_bytes + 2 * ring || h->total_bytes != file_size) {
-        snprintf(buf, size, "has another layout (header %u, lane %u, record %u, ring %llu, %zu bytes)", h->header_bytes,
-                 h->lane_bytes, h->rec_bytes, (unsigned long long)ring, file_size);
+        h->arena_bytes > CHAN_ARENA_MAX || (h->arena_bytes & (os_page_size() - 1)) ||
+        h->total_bytes != h->header_bytes + 2 * ring + 2 * h->arena_bytes || h->total_bytes != file_size) {
+        snprintf(buf, size, "has another layout (header %u, lane %u, record %u, ring %llu, arena %llu, %zu bytes)",
+                 h->header_bytes, h->lane_bytes, h->rec_bytes, (unsigned long long)ring,
+                 (unsigned long long)h->arena_bytes, file_size);
         return buf;
     }
     return NULL;
@@ -214,6 +230,7 @@ void strata_chan_close(strata_chan *c) {
     chan_header *h = c->h;
     uint32_t open = CHAN_OPEN;
     atomic_compare_exchange_strong(&h->state[c->side], &open, CHAN_CLOSED);
+    chan_ring(c);
     if (c->side == 0) {
         /* Never opened, or the opener may not remove it (another user in
          * sticky /dev/shm): the creator does, if the name is still ours. */
@@ -221,10 +238,54 @@ void strata_chan_close(strata_chan *c) {
         file_name(file, sizeof file, c->name);
         os_shm_unlink_if(file, c->ino);
     }
+    if (c->arena) strata_arena_destroy(c->arena);
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->recv_lock);
+    pthread_mutex_destroy(&c->arena_lock);
     os_free(h, c->map_bytes);
     os_free(c, c->self_bytes);
+}
+
+/* ---- The shared arena -------------------------------------------------------
+ * This end's part of the file, handed out by a caller-range arena (its
+ * bookkeeping in this process's own pages, so the peer cannot disturb it). */
+
+void *strata_chan_alloc(strata_chan *c, size_t size) {
+    if (!c) {
+        transfer_fail(EINVAL, "channel alloc: NULL channel");
+        errno = EINVAL;
+        return NULL;
+    }
+    if (c->h->arena_bytes == 0 || size == 0 || size > c->h->arena_bytes) {
+        transfer_fail(ENOMEM, "channel %s: %zu bytes do not fit the %llu-byte shared arena (strata_chan_opts.arena_bytes)",
+                      c->name, size, (unsigned long long)c->h->arena_bytes);
+        errno = ENOMEM;
+        return NULL;
+    }
+    pthread_mutex_lock(&c->arena_lock);
+    if (!c->arena) {
+        strata_arena_config cfg = {.base = c->arena_mine, .length = c->h->arena_bytes, .granularity = os_page_size(),
+                                   .flags = STRATA_ARENA_NO_GROW};
+        c->arena = strata_arena_create(&cfg);
+    }
+    void *p = c->arena ? strata_arena_alloc(c->arena, size, os_page_size()) : NULL;
+    pthread_mutex_unlock(&c->arena_lock);
+    if (!p) {
+        transfer_fail(ENOMEM, "channel %s: the shared arena has no free %zu bytes", c->name, size);
+        errno = ENOMEM;
+    }
+    return p;
+}
+
+void strata_chan_free(strata_chan *c, void *p) {
+    if (!c || !p) return;
+    if (!chan_in_arena(c, p, 1)) {
+        strata_error("channel free: not from this channel's shared arena", p);
+        return;
+    }
+    pthread_mutex_lock(&c->arena_lock);
+    if (c->arena) strata_arena_free(c->arena, p);
+    pthread_mutex_unlock(&c->arena_lock);
 }
 
 /* ---- Statistics ------------------------------------------------------------ */
@@ -259,7 +320,7 @@ void strata_chan_stats(const strata_chan *c, strata_chan_stats_t *out) {
 }
 
 const char *strata_chan_path_name(int path) {
-    static const char *const names[STRATA_CHAN_PATHS] = {"eager", "cma", "copy"};
+    static const char *const names[STRATA_CHAN_PATHS] = {"eager", "cma", "copy", "shared"};
     return path >= 0 && path < STRATA_CHAN_PATHS ? names[path] : NULL;
 }
 
@@ -268,7 +329,7 @@ void strata_chan_stats_print(const strata_chan *c, FILE *out) {
     strata_chan_stats(c, &s);
     if (!out) out = stderr;
     for (int p = 0; p < STRATA_CHAN_PATHS; p++) {
-        fprintf(out, "channel %s: path %-5s sent %llu (%llu bytes), received %llu (%llu bytes)\n", c ? c->name : "-",
+        fprintf(out, "channel %s: path %-6s sent %llu (%llu bytes), received %llu (%llu bytes)\n", c ? c->name : "-",
                 strata_chan_path_name(p), (unsigned long long)s.sent[p], (unsigned long long)s.sent_bytes[p],
                 (unsigned long long)s.received[p], (unsigned long long)s.received_bytes[p]);
         for (int b = 0; b < STRATA_CHAN_SIZE_BUCKETS; b++)
@@ -276,7 +337,8 @@ void strata_chan_stats_print(const strata_chan *c, FILE *out) {
                 fprintf(out, "  %-5s sizes %llu..%llu: %llu messages\n", strata_chan_path_name(p),
                         b ? 1ull << (b - 1) : 0ull, b ? (1ull << b) - 1 : 0ull, (unsigned long long)s.sent_by_size[p][b]);
     }
-    fprintf(out, "channel %s: single copy refused %llu, truncated %llu, timeouts %llu, peer lost %llu\n", c ? c->name : "-",
-            (unsigned long long)s.cma_refused, (unsigned long long)s.truncated, (unsigned long long)s.timeouts,
-            (unsigned long long)s.peer_lost);
+    fprintf(out, "channel %s: single copy refused %llu, truncated %llu, timeouts %llu, peer lost %llu, blocked %llu (woken %llu), pushed %llu\n",
+            c ? c->name : "-", (unsigned long long)s.cma_refused, (unsigned long long)s.truncated,
+            (unsigned long long)s.timeouts, (unsigned long long)s.peer_lost, (unsigned long long)s.blocked,
+            (unsigned long long)s.woken, (unsigned long long)s.pushed);
 }

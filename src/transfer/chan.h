@@ -10,7 +10,9 @@
  * payload, then head with release order), so a reader that sees a header
  * sees its payload.  Rendezvous replies do not go through the other
  * direction's ring (they would interleave with its messages) but through
- * the lane's ack word.  The file is versioned: an opener refuses any other
+ * the lane's ack word.  After the rings come the two ends' shared arenas
+ * (arena_bytes each, maybe 0): side i's buffers from strata_chan_alloc,
+ * which side 1 - i reads by offset.  The file is versioned: an opener refuses any other
  * magic, version or layout instead of guessing.
  */
 #ifndef STRATA_TRANSFER_CHAN_H
@@ -24,7 +26,7 @@
 #include "transfer.h"
 
 #define CHAN_MAGIC 0x314e414843525453ull   /* "STRCHAN1" */
-#define CHAN_VERSION 1u
+#define CHAN_VERSION 2u   /* 2: doorbells (wait.c), shared arenas, push (msg.c) */
 #define CHAN_NAME_MAX 200
 #define CHAN_REC 32u                         /* record header bytes; records are padded to it */
 #define CHAN_PAD(n) (((n) + CHAN_REC - 1) & ~(uint64_t)(CHAN_REC - 1))
@@ -41,6 +43,11 @@ typedef struct chan_lane_s {
     _Alignas(64) _Atomic uint64_t tail;
     _Alignas(64) _Atomic uint64_t ack_seq;   /* last rendezvous the consumer finished */
     _Atomic int32_t ack_status;              /* its result: 0, an errno value, CHAN_ACK_COPY */
+    /* Push (msg.c): the consumer's ack to a REC_PUSH is a clear-to-send,
+     * with where to write; the producer answers in done_seq/done_status. */
+    _Atomic uint64_t cts_addr;
+    _Alignas(64) _Atomic uint64_t done_seq;
+    _Atomic int32_t done_status;
 } chan_lane;
 
 typedef struct chan_header_s {
@@ -51,20 +58,32 @@ typedef struct chan_header_s {
     uint32_t rec_bytes;                      /* CHAN_REC */
     uint64_t ring_bytes;
     uint64_t eager_max, cma_min, cma_min_any;  /* cma_min_any: UINT64_MAX = never */
+    uint64_t arena_bytes;                    /* each side's shared arena, after the rings */
     uint64_t total_bytes;                    /* the file's size */
+    uint32_t push;                           /* single copy by the sender (process_vm_writev) */
     _Atomic int32_t pid[2];
     _Atomic uint32_t state[2];
+    /* Each side's doorbell (wait.c), on a line of its own: door[s].sleepers
+     * counts side s's threads blocked or about to block in a futex wait on
+     * door[s].bell; the peer rings it (increments it and wakes them) only
+     * when that count is not 0. */
+    struct {
+        _Alignas(64) _Atomic uint32_t bell;
+        _Atomic uint32_t sleepers;
+    } door[2];
+    _Alignas(64) _Atomic int32_t cpu[2];     /* the CPU each side last ran on (chan_here) */
     chan_lane lane[2];
 } chan_header;
 
-enum { REC_EAGER = 1, REC_RTS = 2, REC_STREAM = 3, REC_DATA = 4 };
+enum { REC_EAGER = 1, REC_RTS = 2, REC_STREAM = 3, REC_DATA = 4, REC_SHARED = 5, REC_PUSH = 6 };
 
 typedef struct chan_rec_s {
     uint32_t type;
     int32_t pid;        /* REC_RTS: the sender, whose memory is read */
     uint64_t len;       /* payload bytes (EAGER, DATA) or message bytes (RTS, STREAM) */
     uint64_t seq;       /* RTS, STREAM: the number the ack must carry */
-    uint64_t addr;      /* RTS: the message in the sender's address space */
+    uint64_t addr;      /* RTS: the message in the sender's address space;
+                           SHARED: its offset in the sender's arena */
 } chan_rec;
 
 typedef struct ring_s {
@@ -79,9 +98,14 @@ struct strata_chan_s {
     uint64_t ino;          /* the creator's file, removed at close if still there */
     int side;
     ring_t out, in;
+    unsigned char *arena_mine, *arena_peer;   /* the shared arenas in this mapping */
+    strata_arena *arena;                      /* hands out arena_mine (created on first use) */
+    pthread_mutex_t arena_lock;
     long timeout_ms;
+    uint64_t spin_ns;      /* how long a wait spins before it blocks */
     uint64_t eager_max, cma_min, cma_min_any;
     bool cma;              /* this end may ask for single copy */
+    bool push;             /* ... and then writes the message itself (h->push) */
     bool peer_refuses;     /* the kernel refused our receiver once: stop asking */
     uint64_t seq;          /* rendezvous numbers of our lane */
     pthread_mutex_t send_lock, recv_lock;
@@ -90,15 +114,29 @@ struct strata_chan_s {
 };
 
 /* ---- Waiting (wait.c) ---------------------------------------------------
- * Every blocking loop calls chan_wait_step while its condition is false: it
- * spins briefly, then yields, then sleeps, and returns 0 to go on or, when
- * the peer closed or died or the timeout passed, an errno value (EPIPE,
- * ETIMEDOUT) with the error recorded; what says what was waited for. */
+ * Every blocking loop calls chan_wait_step while its condition is false and
+ * chan_wait_end once it holds (or the step failed).  A step spins for up to
+ * STRATA_CHAN_SPIN_US (unless the peer shares this CPU), yields the CPU
+ * for a while, then blocks on this side's doorbell in short futex waits; it returns 0 to re-check the condition or, when the peer closed or
+ * died or the timeout passed, an errno value (EPIPE, ETIMEDOUT) with the
+ * error recorded; what says what was waited for.  Whatever may end a wait
+ * of the peer (a record published or consumed, an ack, a state change) is
+ * followed by chan_ring. */
 typedef struct chan_waiter_s {
-    uint64_t start_ms, next_check_ms;
+    uint64_t start_ns, spin_end_ns, yield_end_ns, next_check_ms, start_ms;
     unsigned spins;
+    uint32_t bell;          /* the doorbell's value read before the last re-check */
+    bool spun;              /* the spinning is over */
+    bool sleeper;           /* counted in sleepers[side] */
+    bool slept;             /* has blocked in the kernel: counted in blocked */
+    bool rung;              /* the last sleep ended by the doorbell */
 } chan_waiter;
 int chan_wait_step(strata_chan *c, chan_waiter *w, const char *what);
+void chan_wait_end(strata_chan *c, chan_waiter *w);
+/* Notes the CPU this side runs on, for the peer's waits to see. */
+void chan_here(strata_chan *c);
+/* Wakes the peer's sleeping threads, if any: a fence and a load when none sleeps. */
+void chan_ring(strata_chan *c);
 /* Marks this side broken (a message was cut off): the peer stops waiting. */
 void chan_break(strata_chan *c);
 
@@ -114,6 +152,16 @@ int ring_peek(strata_chan *c, chan_rec *rec, const char *what);
 void ring_copy_out(const ring_t *r, uint64_t off, void *dst, uint64_t n);
 /* Consumes the current record (header and len padded payload bytes). */
 void ring_pop(ring_t *r, uint64_t len);
+
+/* Bytes of payload per record of the copy path: a quarter of the ring, so
+ * the sender fills one chunk while the receiver drains another. */
+static inline uint64_t chan_chunk(const strata_chan *c) { return c->out.size / 4 - CHAN_REC; }
+
+/* Whether [p, p + len) lies in this end's shared arena. */
+static inline bool chan_in_arena(const strata_chan *c, const void *p, uint64_t len) {
+    uintptr_t a = (uintptr_t)c->arena_mine, q = (uintptr_t)p;
+    return len && q >= a && q - a < c->h->arena_bytes && len <= c->h->arena_bytes - (q - a);
+}
 
 /* ---- Statistics (chan.c) ------------------------------------------------ */
 void chan_count_sent(strata_chan *c, int path, uint64_t len);

@@ -5,10 +5,19 @@
  *         cma_min_any), single copy allowed: the sender posts a request
  *         to send (its pid, the address and length of the message) and
  *         waits; the receiver pulls the message straight into its buffer
- *         with process_vm_readv and answers in the lane's ack word.  Pull
- *         rather than push: the receiver knows its buffer is big enough
- *         before anything is written; neither measured consistently
- *         faster here (docs/mpi.md).
+ *         with process_vm_readv and answers in the lane's ack word.  Or,
+ *         with STRATA_CHAN_PUSH, the receiver answers with its buffer's
+ *         address and the sender writes with process_vm_writev and
+ *         answers in the lane's done word: one more hand-over, and
+ *         measured no faster (bench/RESULTS.md), so pull is the default.
+ *  shared the message in this end's shared arena (strata_chan_alloc) and
+ *         longer than one chunk of the copy path (a quarter ring): the
+ *         sender posts its offset and waits; the receiver copies it with
+ *         one memcpy from its mapping of the arena and answers in the ack
+ *         word.  No page is pinned.  A message of one chunk or less is
+ *         copied through the ring instead, without a round trip: per CPU
+ *         second that was as fast at 64 KiB, the shared path 1.3-1.7x
+ *         cheaper at 256 KiB-4 MiB (bench/RESULTS.md).
  *  copy   everything else, and whenever the kernel refuses single copy: a
  *         pipelined double copy through the ring in chunks of a quarter of
  *         it, so the sender fills one chunk while the receiver drains another.
@@ -25,6 +34,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../options/options.h"
@@ -52,6 +62,7 @@ static int send_eager(strata_chan *c, const void *buf, size_t len) {
     if (err) return err;
     chan_rec rec = {.type = REC_EAGER, .len = len};
     ring_put(&c->out, &rec, buf, len);
+    chan_ring(c);
     chan_count_sent(c, STRATA_CHAN_PATH_EAGER, len);
     return 0;
 }
@@ -68,6 +79,7 @@ static int wait_ack(strata_chan *c, uint64_t seq, int32_t *status) {
             return err;
         }
     }
+    chan_wait_end(c, &w);
     *status = atomic_load_explicit(&lane->ack_status, memory_order_relaxed);
     return 0;
 }
@@ -84,20 +96,74 @@ static int finish(strata_chan *c, size_t len, int32_t status) {
                          transfer_errno_name(status));
 }
 
-/* Returns 0, an errno value, or CHAN_ACK_COPY when the receiver may not
- * read our memory. */
+/* Push: the receiver's ack is a clear-to-send with its buffer's address;
+ * we write the message there and answer in the lane's done word. */
+static void done(strata_chan *c, uint64_t seq, int32_t status) {
+    chan_lane *lane = c->out.lane;
+    atomic_store_explicit(&lane->done_status, status, memory_order_relaxed);
+    atomic_store_explicit(&lane->done_seq, seq, memory_order_release);
+    chan_ring(c);
+}
+
+static int push(strata_chan *c, const void *buf, size_t len, uint64_t seq) {
+    uintptr_t dst = (uintptr_t)atomic_load_explicit(&c->out.lane->cts_addr, memory_order_relaxed);
+    pid_t peer = atomic_load_explicit(&c->h->pid[1 - c->side], memory_order_relaxed);
+    struct iovec l = {(void *)buf, len}, r = {(void *)dst, len};
+    ssize_t n = cma_transfer(true, peer, &l, 1, &r, 1);
+    if (n == (ssize_t)len) {
+        done(c, seq, 0);
+        chan_count_sent(c, STRATA_CHAN_PATH_CMA, len);
+        chan_count(&c->st.pushed);
+        return 0;
+    }
+    int e = n < 0 ? errno : EFAULT;
+    if (e == EPERM || e == ENOSYS || e == EACCES) {
+        done(c, seq, CHAN_ACK_COPY);
+        return CHAN_ACK_COPY;
+    }
+    done(c, seq, e);
+    return e;   /* cma_transfer recorded the error */
+}
+
+/* Returns 0, an errno value, or CHAN_ACK_COPY when single copy between
+ * the two was refused (the message must go by copy). */
 static int send_rts(strata_chan *c, const void *buf, size_t len) {
     int err = transfer_acquire(buf, len);
     if (err) return transfer_fail(err, "channel %s: cannot prepare the %zu-byte message for single copy", c->name, len);
     err = ring_reserve(c, CHAN_REC, "waiting for room in the ring");
-    if (err) return err;
-    chan_rec rec = {.type = REC_RTS, .pid = (int32_t)getpid(), .len = len, .seq = ++c->seq, .addr = (uintptr_t)buf};
+    if (err) {
+        transfer_unpin(buf, len);
+        return err;
+    }
+    chan_rec rec = {.type = c->push ? REC_PUSH : REC_RTS, .pid = (int32_t)getpid(), .len = len, .seq = ++c->seq,
+                    .addr = (uintptr_t)buf};
     ring_put(&c->out, &rec, NULL, 0);
+    chan_ring(c);
     int32_t status;
     err = wait_ack(c, rec.seq, &status);
+    if (!err && c->push && status == 0) err = push(c, buf, len, rec.seq);
     transfer_unpin(buf, len);
     if (err) return err;
     if (status == CHAN_ACK_COPY) return CHAN_ACK_COPY;
+    return c->push && status == 0 ? 0 : finish(c, len, status);
+}
+
+/* From this end's shared arena: the receiver copies it from its own
+ * mapping of the arena and answers like a rendezvous. */
+static int send_shared(strata_chan *c, const void *buf, size_t len) {
+    int err = ring_reserve(c, CHAN_REC, "waiting for room in the ring");
+    if (err) return err;
+    chan_rec rec = {.type = REC_SHARED, .len = len, .seq = ++c->seq,
+                    .addr = (uint64_t)((const unsigned char *)buf - c->arena_mine)};
+    ring_put(&c->out, &rec, NULL, 0);
+    chan_ring(c);
+    int32_t status;
+    err = wait_ack(c, rec.seq, &status);
+    if (err) return err;
+    if (status == 0) {
+        chan_count_sent(c, STRATA_CHAN_PATH_SHARED, len);
+        return 0;
+    }
     return finish(c, len, status);
 }
 
@@ -106,7 +172,8 @@ static int send_copy(strata_chan *c, const void *buf, size_t len) {
     if (err) return err;
     chan_rec rec = {.type = REC_STREAM, .len = len, .seq = ++c->seq};
     ring_put(&c->out, &rec, NULL, 0);
-    uint64_t chunk = c->out.size / 4 - CHAN_REC;
+    chan_ring(c);
+    uint64_t chunk = chan_chunk(c);
     for (size_t off = 0; off < len;) {
         uint64_t n = len - off < chunk ? len - off : chunk;
         err = ring_reserve(c, CHAN_REC + CHAN_PAD(n), "copying a message through the ring");
@@ -116,6 +183,7 @@ static int send_copy(strata_chan *c, const void *buf, size_t len) {
         }
         chan_rec data = {.type = REC_DATA, .len = n};
         ring_put(&c->out, &data, (const char *)buf + off, n);
+        chan_ring(c);
         off += n;
     }
     chan_count_sent(c, STRATA_CHAN_PATH_COPY, len);
@@ -134,10 +202,13 @@ static bool single_copy(strata_chan *c, const void *buf, size_t len) {
 int strata_chan_send(strata_chan *c, const void *buf, size_t len) {
     if (!c || (!buf && len)) return transfer_fail(EINVAL, "channel send: NULL %s", c ? "buffer" : "channel");
     pthread_mutex_lock(&c->send_lock);
+    chan_here(c);
     int err = check_ends(c, true);
     if (!err) {
         if (len <= c->eager_max) {
             err = send_eager(c, buf, len);
+        } else if (len > chan_chunk(c) && chan_in_arena(c, buf, len)) {
+            err = send_shared(c, buf, len);
         } else {
             err = CHAN_ACK_COPY;
             if (single_copy(c, buf, len)) {
@@ -160,6 +231,7 @@ static void ack(strata_chan *c, uint64_t seq, int32_t status) {
     chan_lane *lane = c->in.lane;
     atomic_store_explicit(&lane->ack_status, status, memory_order_relaxed);
     atomic_store_explicit(&lane->ack_seq, seq, memory_order_release);
+    chan_ring(c);
 }
 
 static int corrupt(strata_chan *c, const chan_rec *rec) {
@@ -205,6 +277,44 @@ static int recv_pull(strata_chan *c, const chan_rec *rec, void *buf) {
     return e;   /* cma_transfer recorded the error */
 }
 
+/* Answers a REC_PUSH with a clear-to-send and waits for the sender to
+ * have written buf.  A receiver that gives up breaks the channel (the
+ * sender may still be writing).  0, an errno value, or CHAN_ACK_COPY when
+ * the message follows by copy. */
+static int recv_push(strata_chan *c, const chan_rec *rec, void *buf) {
+    if (!c->cma) {
+        ack(c, rec->seq, CHAN_ACK_COPY);
+        return CHAN_ACK_COPY;
+    }
+    int err = transfer_acquire(buf, rec->len);
+    if (err) {
+        ack(c, rec->seq, err);
+        return transfer_fail(err, "channel %s: cannot prepare the receive buffer for single copy", c->name);
+    }
+    chan_lane *lane = c->in.lane;
+    atomic_store_explicit(&lane->cts_addr, (uintptr_t)buf, memory_order_relaxed);
+    ack(c, rec->seq, 0);     /* its release store publishes cts_addr */
+    chan_waiter w = {0};
+    while (atomic_load_explicit(&lane->done_seq, memory_order_acquire) < rec->seq) {
+        err = chan_wait_step(c, &w, "waiting for the sender to write a message");
+        if (err) {
+            chan_break(c);
+            transfer_unpin(buf, rec->len);
+            return err;
+        }
+    }
+    chan_wait_end(c, &w);
+    transfer_unpin(buf, rec->len);
+    int32_t st = atomic_load_explicit(&lane->done_status, memory_order_relaxed);
+    if (st == 0) {
+        chan_count_received(c, STRATA_CHAN_PATH_CMA, rec->len);
+        return 0;
+    }
+    if (st == CHAN_ACK_COPY) return CHAN_ACK_COPY;
+    return transfer_fail(st, "channel %s: the sender could not write a %llu-byte message (%s)", c->name,
+                         (unsigned long long)rec->len, transfer_errno_name(st));
+}
+
 static int recv_copy(strata_chan *c, const chan_rec *head, void *buf, size_t cap) {
     bool keep = head->len <= cap;
     uint64_t max = c->in.size / 2;
@@ -215,6 +325,7 @@ static int recv_copy(strata_chan *c, const chan_rec *head, void *buf, size_t cap
         if (rec.type != REC_DATA || rec.len == 0 || rec.len > head->len - off || rec.len > max) return corrupt(c, &rec);
         if (keep) ring_copy_out(&c->in, 0, (char *)buf + off, rec.len);
         ring_pop(&c->in, rec.len);
+        chan_ring(c);
         off += rec.len;
     }
     if (!keep) return truncated(c, head->len, cap);
@@ -233,14 +344,17 @@ static int recv_one(strata_chan *c, void *buf, size_t cap, size_t *lenp) {
             if (rec.len > c->in.size / 2) return corrupt(c, &rec);
             if (rec.len > cap) {
                 ring_pop(&c->in, rec.len);
+                chan_ring(c);
                 return truncated(c, rec.len, cap);
             }
             ring_copy_out(&c->in, 0, buf, rec.len);
             ring_pop(&c->in, rec.len);
+            chan_ring(c);
             chan_count_received(c, STRATA_CHAN_PATH_EAGER, rec.len);
             return 0;
         case REC_RTS:
             ring_pop(&c->in, 0);
+            chan_ring(c);
             if (rec.len > cap) {
                 ack(c, rec.seq, EMSGSIZE);
                 return truncated(c, rec.len, cap);
@@ -248,8 +362,31 @@ static int recv_one(strata_chan *c, void *buf, size_t cap, size_t *lenp) {
             err = recv_pull(c, &rec, buf);
             if (err != CHAN_ACK_COPY) return err;
             continue;   /* refused: the same message follows by copy */
+        case REC_PUSH:
+            ring_pop(&c->in, 0);
+            chan_ring(c);
+            if (rec.len > cap) {
+                ack(c, rec.seq, EMSGSIZE);
+                return truncated(c, rec.len, cap);
+            }
+            err = recv_push(c, &rec, buf);
+            if (err != CHAN_ACK_COPY) return err;
+            continue;   /* refused: the same message follows by copy */
+        case REC_SHARED:
+            ring_pop(&c->in, 0);
+            chan_ring(c);
+            if (rec.addr > c->h->arena_bytes || rec.len > c->h->arena_bytes - rec.addr) return corrupt(c, &rec);
+            if (rec.len > cap) {
+                ack(c, rec.seq, EMSGSIZE);
+                return truncated(c, rec.len, cap);
+            }
+            memcpy(buf, c->arena_peer + rec.addr, rec.len);
+            ack(c, rec.seq, 0);
+            chan_count_received(c, STRATA_CHAN_PATH_SHARED, rec.len);
+            return 0;
         case REC_STREAM:
             ring_pop(&c->in, 0);
+            chan_ring(c);
             return recv_copy(c, &rec, buf, cap);
         default:
             return corrupt(c, &rec);
@@ -263,6 +400,7 @@ int strata_chan_recv(strata_chan *c, void *buf, size_t cap, size_t *len) {
     *len = 0;
     if (!c || (!buf && cap)) return transfer_fail(EINVAL, "channel receive: NULL %s", c ? "buffer" : "channel");
     pthread_mutex_lock(&c->recv_lock);
+    chan_here(c);
     int err = check_ends(c, false);
     if (!err) err = recv_one(c, buf, cap, len);
     pthread_mutex_unlock(&c->recv_lock);

@@ -28,6 +28,7 @@ int ring_reserve(strata_chan *c, uint64_t n, const char *what) {
         int err = chan_wait_step(c, &w, what);
         if (err) return err;
     }
+    chan_wait_end(c, &w);
     return 0;
 }
 
@@ -46,6 +47,7 @@ int ring_peek(strata_chan *c, chan_rec *rec, const char *what) {
         int err = chan_wait_step(c, &w, what);
         if (err) return err;
     }
+    chan_wait_end(c, &w);
     copy_out(r, tail, rec, CHAN_REC);
     return 0;
 }

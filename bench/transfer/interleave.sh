@@ -1,0 +1,37 @@
+#!/bin/bash
+# interleave.sh RUNS LABEL:COMMAND ... — runs each command once per round,
+# RUNS rounds (A B C A B C ...), and prints one markdown table of the
+# medians of every `metric NAME@SIZE VALUE` line: GB/s for bandwidths
+# (MB/s / 1000), µs for latencies (columns marked "(lat)").  For quick
+# same-run comparisons on a loaded machine (bench/RESULTS.md, issue 11);
+# `make bench` uses suite.tsv instead.
+#   bench/transfer/interleave.sh 3 "a:build/bin/bench-chan-bw --buf strata" \
+#                                  "b:STRATA_CHAN_PUSH=1 build/bin/bench-chan-bw --buf strata"
+runs=$1; shift
+out=$(mktemp); trap "rm -f $out" EXIT
+for r in $(seq $runs); do
+  for spec in "$@"; do
+    label=${spec%%:*}; cmd=${spec#*:}
+    eval "$cmd" 2>/dev/null | grep -E "^metric " | sed "s/^/$label /" >> $out
+  done
+done
+python3 - $out <<'PY'
+import sys,statistics,collections
+d=collections.defaultdict(list); labs=[]; sizes=[]; kinds=set()
+for l in open(sys.argv[1]):
+    lab,_,m,v=l.split(); name,size=m.split('@'); size=int(size)
+    lat = name.startswith('lat')
+    key=(lab+('(lat)' if lat else ''))
+    d[(key,size)].append(float(v)/(1 if lat else 1000))
+    if key not in labs: labs.append(key)
+    if size not in sizes: sizes.append(size)
+sizes.sort()
+def fmt(n):
+    for u,k in (('MiB',1<<20),('KiB',1<<10)):
+        if n>=k and n%k==0: return "%d %s"%(n//k,u)
+    return "%d B"%n
+print("| size | "+" | ".join(labs)+" |"); print("|---:|"+"---:|"*len(labs))
+for s in sizes:
+    print("| "+fmt(s)+" | "+" | ".join(("%.1f"%statistics.median(d[(l,s)])) if (l,s) in d else "-" for l in labs)+" |")
+print("runs per cell:", {l: len(d[(l,sizes[-1])]) if (l,sizes[-1]) in d else 0 for l in labs})
+PY
