@@ -293,10 +293,7 @@ static void stripe_lock(stripe_t *s) {
                             .dirty_limit = SIZE_MAX,
                             .first_fit = opt(STRATA_OPTION_LARGE_FIT) == STRATA_LARGE_FIT_FIRST};
         if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
-        /* The cache's classes and key exist before any block is carved at a class size. */
-        pthread_once(&cache_key_once, cache_key_make);
-        uint64_t none = 0;
-        atomic_compare_exchange_strong(&cache_secret, &none, os_random_u64() | ((uint64_t)1 << 63));
+
         atomic_store_explicit(&s->ready, true, memory_order_release);
     }
     stripe_refresh(s);
@@ -390,11 +387,13 @@ typedef struct tcache_s {
     struct tcache_s *next;          /* all caches (cache_lock) */
     unsigned epoch;                 /* cache_epoch when last emptied */
     bool busy;                      /* a flush runs (the reclaim hook must not enter) */
-    bool dead;                      /* its thread is exiting: frees go to the arenas */
-    size_t bytes, cap;              /* cached, and the bound (0: cache off) */
-    /* Read by large_stats_get from other threads. */
-    _Atomic(uint64_t) hits, puts;   /* mallocs served, frees taken (cumulative) */
-    _Atomic(size_t) st_bytes, st_blocks;
+    bool numa;                      /* more than one node: hits are placed too */
+    unsigned ticks;                 /* large_cache_alloc calls */
+    size_t cap;                     /* bound on bytes (0: cache off) */
+    /* Written by the owner only, read by large_stats_get from other threads. */
+    _Atomic(size_t) bytes;          /* cached now */
+    /* Cumulative: mallocs served, frees taken, blocks given to the arenas. */
+    _Atomic(uint64_t) hits, puts, flushed;
     cache_bin_t bin[CACHE_CLASSES + 1];
 } tcache_t;
 
@@ -407,9 +406,16 @@ static __thread __attribute__((tls_model("initial-exec"))) bool my_cache_off;   
 static _Atomic(uint64_t) cache_hits_done, cache_puts_done;
 
 static size_t class_pages[CACHE_CLASSES + 1];
+static uint8_t pages_class[CACHE_MAX / CACHE_PAGE + 1];
 
-/* The class of a request of size bytes (<= CACHE_MAX), 1..CACHE_CLASSES. */
-static inline unsigned cache_class(size_t size) {
+/* Owner-only counters: a plain load and store (no locked instruction);
+ * relaxed atomics only so other threads may read them. */
+#define OWN_ADD(f, n) atomic_store_explicit(&(f), atomic_load_explicit(&(f), memory_order_relaxed) + (n), memory_order_relaxed)
+#define OWN_GET(f) atomic_load_explicit(&(f), memory_order_relaxed)
+
+/* The class of a request of size bytes (<= CACHE_MAX), 1..CACHE_CLASSES
+ * (computed once into pages_class). */
+static unsigned class_compute(size_t size) {
     size_t n = (size + CACHE_PAGE - 1) / CACHE_PAGE;
     if (n <= 8) return n ? (unsigned)n : 1;
     unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)(n - 1));   /* 2^k < n <= 2^(k+1) */
@@ -417,15 +423,24 @@ static inline unsigned cache_class(size_t size) {
     return 8 + (k - 3) * 8 + (unsigned)((n + step - 1) / step) - 8;
 }
 
-static inline size_t class_size(unsigned c) { return class_pages[c] * CACHE_PAGE; }
+static inline unsigned cache_class(size_t size) { return pages_class[(size + CACHE_PAGE - 1) / CACHE_PAGE]; }
+static size_t class_bytes[CACHE_CLASSES + 1];
+static inline size_t class_size(unsigned c) { return class_bytes[c]; }
 
 static inline uint64_t cache_key_of(const void *p) {
     return atomic_load_explicit(&cache_secret, memory_order_relaxed) ^ (uint64_t)(uintptr_t)p;
 }
 
+static void large_place(void *p, size_t size, int node);
 static void cache_thread_exit(void *value);
 static void cache_key_make(void) {
-    for (size_t n = 1; n <= CACHE_MAX / CACHE_PAGE; n++) class_pages[cache_class(n * CACHE_PAGE)] = n;
+    for (size_t n = 1; n <= CACHE_MAX / CACHE_PAGE; n++) {
+        unsigned c = class_compute(n * CACHE_PAGE);
+        class_pages[c] = n;   /* the last, largest, size of the class */
+        class_bytes[c] = n * CACHE_PAGE;
+        pages_class[n] = (uint8_t)c;
+    }
+    pages_class[0] = 1;
     if (pthread_key_create(&cache_key, cache_thread_exit) != 0) cache_key = (pthread_key_t)-1;
 }
 
@@ -468,10 +483,8 @@ static void cache_bin_flush(tcache_t *t, unsigned c, uint32_t n, bool trylock) {
     if (!done) return;
     memmove(b->slot, b->slot + done, (b->n - done) * sizeof(void *));
     b->n -= done;
-    t->bytes -= done * size;
-    atomic_store_explicit(&t->st_bytes, t->bytes, memory_order_relaxed);
-    atomic_store_explicit(&t->st_blocks, atomic_load_explicit(&t->st_blocks, memory_order_relaxed) - done,
-                          memory_order_relaxed);
+    OWN_ADD(t->bytes, -(done * size));
+    OWN_ADD(t->flushed, done);
     stat_sub(&stats.large_live_bytes, done * size);
     atomic_fetch_add_explicit(&cache_flushed, done, memory_order_relaxed);
 }
@@ -510,6 +523,7 @@ static noinline tcache_t *cache_create(void) {
     }
     t->epoch = atomic_load_explicit(&cache_epoch, memory_order_acquire);
     t->cap = cache_cap();
+    t->numa = os_numa_node_count() > 1;
     /* Registered before it holds anything: the exit hook must find it.  A
      * key past glibc's static ones may malloc (small: not this path). */
     if (pthread_setspecific(cache_key, t) != 0) {
@@ -547,46 +561,66 @@ static void cache_thread_exit(void *value) {
     pthread_mutex_unlock(&cache_lock);
 }
 
+/* The cache's own epoch lags: empty it; the caller's malloc misses. */
+static noinline void *cache_pop_renew(tcache_t *t) {
+    cache_renew(t);
+    return NULL;
+}
+
 /* A cacheable malloc: this thread's bin, or NULL (the caller takes the arena path). */
 static inline void *cache_pop(size_t size) {
     tcache_t *t = my_cache;
     if (!t) return NULL;
-    if (__builtin_expect(t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed), 0)) cache_renew(t);
-    cache_bin_t *b = &t->bin[cache_class(size)];
+    if (__builtin_expect(t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed), 0)) return cache_pop_renew(t);
+    unsigned c = cache_class(size);
+    cache_bin_t *b = &t->bin[c];
     if (!b->n) return NULL;
     void *p = b->slot[--b->n];
     ((uint64_t *)p)[1] = 0;
-    t->bytes -= class_size((unsigned)(b - t->bin));
-    atomic_store_explicit(&t->hits, atomic_load_explicit(&t->hits, memory_order_relaxed) + 1, memory_order_relaxed);
-    atomic_store_explicit(&t->st_bytes, t->bytes, memory_order_relaxed);
-    atomic_store_explicit(&t->st_blocks, atomic_load_explicit(&t->st_blocks, memory_order_relaxed) - 1, memory_order_relaxed);
+    OWN_ADD(t->bytes, -class_size(c));
+    OWN_ADD(t->hits, 1);
+    if (__builtin_expect(t->numa, 0)) large_place(p, size, -1);
     return p;
+}
+
+static inline void cache_put(tcache_t *t, cache_bin_t *b, void *p, size_t size) {
+    ((uint64_t *)p)[1] = cache_key_of(p);
+    b->slot[b->n++] = p;
+    OWN_ADD(t->bytes, size);
+    OWN_ADD(t->puts, 1);
+}
+
+/* cache_push when the cache is missing, lags the epoch or is full. */
+static noinline bool cache_push_slow(void *p, unsigned c) {
+    tcache_t *t = my_cache;
+    if (!t && !(t = cache_create())) return false;
+    if (t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed)) cache_renew(t);
+    cache_bin_t *b = &t->bin[c];
+    size_t size = class_size(c);
+    if (size > t->cap) return false;
+    /* The older half of the bin goes, and the biggest bins' blocks if the
+     * thread's bound needs more room. */
+    if (b->n == b->max) cache_bin_flush(t, c, (b->n + 1) / 2, false);
+    for (unsigned o = CACHE_CLASSES; OWN_GET(t->bytes) + size > t->cap && o >= 1; o--)
+        if (t->bin[o].n) cache_bin_flush(t, o, t->bin[o].n, false);
+    if (b->n == b->max || OWN_GET(t->bytes) + size > t->cap) return false;
+    cache_put(t, b, p, size);
+    return true;
 }
 
 /* Frees p, a block of class c, into this thread's cache; false when the
  * cache cannot take it (the caller frees it to its arena). */
-static bool cache_push(void *p, unsigned c) {
+static inline bool cache_push(void *p, unsigned c) {
     tcache_t *t = my_cache;
-    if (__builtin_expect(!t, 0) && !(t = cache_create())) return false;
-    if (__builtin_expect(t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed), 0)) cache_renew(t);
-    cache_bin_t *b = &t->bin[c];
-    size_t size = class_size(c);
-    if (__builtin_expect(b->n == b->max || t->bytes + size > t->cap, 0)) {
-        if (size > t->cap) return false;
-        /* The older half of the bin goes, and the oldest bins' blocks if
-         * the thread's bound needs more room. */
-        if (b->n) cache_bin_flush(t, c, (b->n + 1) / 2, false);
-        for (unsigned o = CACHE_CLASSES; t->bytes + size > t->cap && o >= 1; o--)
-            if (t->bin[o].n) cache_bin_flush(t, o, t->bin[o].n, false);
-        if (b->n == b->max || t->bytes + size > t->cap) return false;
+    if (__builtin_expect(t != NULL, 1) && __builtin_expect(t->epoch == atomic_load_explicit(&cache_epoch, memory_order_relaxed), 1)) {
+        cache_bin_t *b = &t->bin[c];
+        size_t size = class_size(c);
+        if (__builtin_expect(b->n < b->max && OWN_GET(t->bytes) + size <= t->cap, 1)) {
+            cache_put(t, b, p, size);
+            return true;
+        }
     }
-    ((uint64_t *)p)[1] = cache_key_of(p);
-    b->slot[b->n++] = p;
-    t->bytes += size;
-    atomic_store_explicit(&t->puts, atomic_load_explicit(&t->puts, memory_order_relaxed) + 1, memory_order_relaxed);
-    atomic_store_explicit(&t->st_bytes, t->bytes, memory_order_relaxed);
-    atomic_store_explicit(&t->st_blocks, atomic_load_explicit(&t->st_blocks, memory_order_relaxed) + 1, memory_order_relaxed);
-    return true;
+    return cache_push_slow(p, c);
 }
 
 /* Every thread's cache empties at its next large malloc or free; this one's now. */
@@ -622,11 +656,47 @@ static void large_place(void *p, size_t size, int node) {
     os_numa_place(p, len, node, (int)opt(STRATA_OPTION_NUMA));
 }
 
+static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node);
+
+/* Every CACHE_TICK-th call says no, so the caller's generic path (which
+ * keeps the purge clocks running) still runs now and then in a program
+ * that only reuses cached blocks; the block then comes from the cache there. */
+#define CACHE_TICK 64
+void *large_cache_alloc(size_t size) {
+    tcache_t *t = my_cache;
+    if (size > CACHE_MAX || !t || !(++t->ticks & (CACHE_TICK - 1))) return NULL;
+    return cache_pop(size);
+}
+
 void *large_alloc(size_t size, size_t align, bool zero) {
-    return large_alloc_onnode(size, align, zero, -1);
+    if (size <= CACHE_MAX && align - 1 < CACHE_PAGE && !(align & (align - 1)) && !zero) {
+        void *p = cache_pop(size);
+        if (p) return p;
+    }
+    return alloc_slow(size, align, zero, -1);
 }
 
 void *large_alloc_onnode(size_t size, size_t align, bool zero, int node) {
+    if (node < 0) return large_alloc(size, align, zero);
+    return alloc_slow(size, align, zero, node);
+}
+
+/* The cache's classes and key exist before any block is carved at a class size. */
+static void cache_init(void) {
+    pthread_once(&cache_key_once, cache_key_make);
+    uint64_t none = 0;
+    atomic_compare_exchange_strong(&cache_secret, &none, os_random_u64() | ((uint64_t)1 << 63));
+}
+
+/* Slow paths keep the cache's epoch too: any large call empties it when due. */
+static void cache_check_epoch(void) {
+    tcache_t *t = my_cache;
+    if (t && !t->busy && t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed)) cache_renew(t);
+}
+
+static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node) {
+    if (!atomic_load_explicit(&cache_secret, memory_order_relaxed)) cache_init();
+    cache_check_epoch();
     if (align == 0 || (align & (align - 1))) {
         errno = EINVAL;
         return NULL;
@@ -638,18 +708,10 @@ void *large_alloc_onnode(size_t size, size_t align, bool zero, int node) {
     /* Cacheable: served from this thread's cache, else carved at the
      * class size (so that it can be cached when freed). */
     unsigned cls = 0;
-    if (size <= CACHE_MAX && align <= CACHE_PAGE && node < 0) {
-        if (!zero) {
-            void *p = cache_pop(size);
-            if (p) {
-                large_place(p, size, node);
-                return p;
-            }
-        }
-        if (atomic_load_explicit(&cache_secret, memory_order_relaxed) && !my_cache_off) {
-            cls = cache_class(size);
-            size = class_size(cls);
-        }
+    if (size <= CACHE_MAX && align <= CACHE_PAGE && node < 0 && !my_cache_off &&
+        atomic_load_explicit(&cache_secret, memory_order_relaxed)) {
+        cls = cache_class(size);
+        size = class_size(cls);
     }
     size_t usable = 0;
     bool clean = false;
@@ -706,19 +768,31 @@ static inline unsigned block_class(const void *p, int slot, uint64_t w, _Atomic(
 /* A cached block (freed) looks like this; a live one does with odds 2^-64. */
 static inline bool block_cached(const void *p) { return ((const uint64_t *)p)[1] == cache_key_of(p); }
 
-void large_free(void *p) {
+bool large_cache_free(void *p) {
     uint64_t w = 0;
     int slot = slot_of(p, &w);
     _Atomic(uint8_t) *e;
     unsigned cls = block_class(p, slot, w, &e);
-    if (cls) {
-        if (block_cached(p)) {
-            strata_error("free(): double free", p);
-            return;
-        }
-        if (!my_cache_off && cache_push(p, cls)) return;
-        atomic_store_explicit(e, 0, memory_order_relaxed);   /* to the arena: no longer cached-sized */
+    if (!cls) return false;
+    if (block_cached(p)) {
+        strata_error("free(): double free", p);
+        return true;
     }
+    return cache_push(p, cls);
+}
+
+static noinline void free_slow(void *p);
+
+void large_free(void *p) {
+    if (!large_cache_free(p)) free_slow(p);
+}
+
+static noinline void free_slow(void *p) {
+    cache_check_epoch();
+    uint64_t w = 0;
+    int slot = slot_of(p, &w);
+    _Atomic(uint8_t) *e;
+    if (block_class(p, slot, w, &e)) atomic_store_explicit(e, 0, memory_order_relaxed);   /* to its arena */
     stripe_t *s = slot < 0 ? NULL : &stripes[w & 3];
     if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) {
         strata_error("free(): invalid pointer", p);
@@ -891,8 +965,9 @@ void large_stats_get(large_stats_t *out) {
     for (tcache_t *t = cache_all; t; t = t->next) {
         hits += atomic_load_explicit(&t->hits, memory_order_relaxed);
         puts += atomic_load_explicit(&t->puts, memory_order_relaxed);
-        bytes += atomic_load_explicit(&t->st_bytes, memory_order_relaxed);
-        blocks += atomic_load_explicit(&t->st_blocks, memory_order_relaxed);
+        bytes += atomic_load_explicit(&t->bytes, memory_order_relaxed);
+        blocks += atomic_load_explicit(&t->puts, memory_order_relaxed) - atomic_load_explicit(&t->hits, memory_order_relaxed) -
+                  atomic_load_explicit(&t->flushed, memory_order_relaxed);
     }
     pthread_mutex_unlock(&cache_lock);
     out->cache_hits = hits;

@@ -18,6 +18,12 @@ void *large_alloc(size_t size, size_t align, bool zero);
  * calling thread's node under local).  Pages already resident elsewhere
  * (a reused block) are migrated. */
 void *large_alloc_onnode(size_t size, size_t align, bool zero, int node);
+/* The thread cache alone (no lock, no clock): a block of size bytes (16
+ * aligned) or NULL; and the free of p when the cache takes it (or reports
+ * it: a double free) — false: p is for large_free.  The core calls them
+ * first on its generic paths. */
+void *large_cache_alloc(size_t size);
+bool large_cache_free(void *p);
 /* p is in memory the segment map marks as large.  Reports (strata_error)
  * and returns if p is not the start of a live large block. */
 void large_free(void *p);
