@@ -457,6 +457,8 @@ static void cache_bin_flush(tcache_t *t, unsigned c, uint32_t n, bool trylock) {
     cache_bin_t *b = &t->bin[c];
     uint32_t done = 0;
     stripe_t *held = NULL;
+    bool was_busy = t->busy;
+    t->busy = true;   /* a reclaim hook run from in here must leave the bins alone */
     size_t size = class_size(c);
     for (; done < n; done++) {
         void *p = b->slot[done];
@@ -480,6 +482,7 @@ static void cache_bin_flush(tcache_t *t, unsigned c, uint32_t n, bool trylock) {
         arena_free(&s->arena, p, NULL);
     }
     if (held) stripe_unlock(held);
+    t->busy = was_busy;
     if (!done) return;
     memmove(b->slot, b->slot + done, (b->n - done) * sizeof(void *));
     b->n -= done;
@@ -695,7 +698,8 @@ static void cache_check_epoch(void) {
 }
 
 static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node) {
-    if (!atomic_load_explicit(&cache_secret, memory_order_relaxed)) cache_init();
+    /* Acquire: the class tables were written before the secret. */
+    if (!atomic_load_explicit(&cache_secret, memory_order_acquire)) cache_init();
     cache_check_epoch();
     if (align == 0 || (align & (align - 1))) {
         errno = EINVAL;
@@ -709,7 +713,7 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
      * class size (so that it can be cached when freed). */
     unsigned cls = 0;
     if (size <= CACHE_MAX && align <= CACHE_PAGE && node < 0 && !my_cache_off &&
-        atomic_load_explicit(&cache_secret, memory_order_relaxed)) {
+        atomic_load_explicit(&cache_secret, memory_order_acquire)) {
         cls = cache_class(size);
         size = class_size(cls);
     }
@@ -1002,9 +1006,11 @@ const char *large_check(void) {
 void large_fork_prepare(void) {
     for (int i = 0; i < LARGE_STRIPES; i++) pthread_mutex_lock(&stripes[i].lock);
     pthread_mutex_lock(&region_lock);
+    pthread_mutex_lock(&cache_lock);   /* never held with another lock */
 }
 
 void large_fork_parent(void) {
+    pthread_mutex_unlock(&cache_lock);
     pthread_mutex_unlock(&region_lock);
     for (int i = LARGE_STRIPES - 1; i >= 0; i--) pthread_mutex_unlock(&stripes[i].lock);
 }
@@ -1012,4 +1018,7 @@ void large_fork_parent(void) {
 void large_fork_child(void) {
     for (int i = 0; i < LARGE_STRIPES; i++) pthread_mutex_init(&stripes[i].lock, NULL);
     pthread_mutex_init(&region_lock, NULL);
+    /* The other threads' caches stay registered (their blocks are lost to
+     * the child, as their heaps are); their counters still add up. */
+    pthread_mutex_init(&cache_lock, NULL);
 }
