@@ -564,6 +564,13 @@ static void cache_thread_exit(void *value) {
     pthread_mutex_unlock(&cache_lock);
 }
 
+/* Under STRATA_NUMA a cached block goes where this thread runs (out of
+ * line: the fast path keeps no frame). */
+static noinline void *cache_place(void *p, size_t size) {
+    large_place(p, size, -1);
+    return p;
+}
+
 /* The cache's own epoch lags: empty it; the caller's malloc misses. */
 static noinline void *cache_pop_renew(tcache_t *t) {
     cache_renew(t);
@@ -582,7 +589,7 @@ static inline void *cache_pop(size_t size) {
     ((uint64_t *)p)[1] = 0;
     OWN_ADD(t->bytes, -class_size(c));
     OWN_ADD(t->hits, 1);
-    if (__builtin_expect(t->numa, 0)) large_place(p, size, -1);
+    if (__builtin_expect(t->numa, 0)) return cache_place(p, size);
     return p;
 }
 
