@@ -68,6 +68,8 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     }
     if (unlikely((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE)) {
         if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+        void *cached = zero ? NULL : large_cache_alloc(size);   /* the large tier's thread cache: no clock, no lock */
+        if (cached) return cached;
         heap_maintain(heap);   /* small pages are purged on the clock while only large blocks come */
         return big_alloc(heap, size, 16, zero);
     }

@@ -42,6 +42,10 @@ static void totals(strata_stats_t *out) {
     large_stats_t ls;
     large_stats_get(&ls);
     out->committed += ls.used_bytes + ls.dirty_bytes;
+    /* Its thread caches count on their own (src/large/large.c). */
+    out->large_allocated += ls.cache_hits;
+    out->large_freed += ls.cache_puts;
+    out->large_live_bytes -= ls.cache_bytes;
     class_totals t;
     class_totals_get(&t);
     out->small_allocated = out->small_freed = 0;

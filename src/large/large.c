@@ -12,6 +12,10 @@
  * so concurrent large allocations do not all wait on one mutex.  A block
  * is freed into the stripe that owns its range (found in the region table);
  * a thread whose stripe has no fit tries the others before reserving more.
+ *
+ * In front of the stripes, each thread keeps a small cache of blocks it
+ * freed, per size class (see "The thread cache" below): a malloc/free pair
+ * of a medium size then costs what a small one does, no lock, no tree.
  */
 #include "large.h"
 
@@ -28,6 +32,10 @@
 #include "../os/os.h"
 #include "../stats/stats.h"
 
+#ifndef noinline
+#define noinline __attribute__((noinline))
+#endif
+
 #ifndef LARGE_STRIPES
 #define LARGE_STRIPES 4   /* -DLARGE_STRIPES=1 builds the single-lock tier, for comparison */
 #endif
@@ -37,6 +45,9 @@
 /* calloc of a dirty block: write zeros up to this size, purge above it
  * (the kernel then hands out zero pages, and untouched ones cost nothing). */
 #define LARGE_MEMSET_MAX ((size_t)64 << 20)
+/* The thread cache's page (its classes are counted in these; the cache is
+ * off where the OS page differs). */
+#define CACHE_PAGE ((size_t)4096)
 
 typedef struct stripe_s {
     pthread_mutex_t lock;
@@ -72,6 +83,15 @@ static inline size_t region_len(uint64_t w) {
 }
 static region_t regions[LARGE_MAX_REGIONS];
 static _Atomic(size_t) region_count;
+/* Per reservation slot, one byte per page of its first LARGE_REGION bytes:
+ * the thread-cache class of the block that starts there (0: none, or not a
+ * cacheable block).  Set when such a block is carved, cleared when it goes
+ * back to its arena, so free() learns a block's size without a lock.  A
+ * slot's table is mapped when the slot is first used and kept for the
+ * slot's later reservations (whose entries all start cleared: a
+ * reservation is given back only when no block is left in it). */
+static _Atomic(_Atomic(uint8_t) *) region_cls[LARGE_MAX_REGIONS];
+static size_t region_cls_len[LARGE_MAX_REGIONS];   /* pages covered; set with the table */
 static pthread_mutex_t region_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static _Atomic(unsigned) next_stripe;
@@ -84,6 +104,15 @@ static _Atomic(uint64_t) lock_waits;
 /* Dirty bytes of all stripes: the budget bounds the sum, so a stripe may
  * keep what the others leave of it. */
 static _Atomic(size_t) dirty_total;
+
+/* The thread cache's key secret (below); set with the first stripe. */
+static _Atomic(uint64_t) cache_secret;
+/* Blocks the thread caches gave back to the arenas, cumulative: the
+ * arenas count them freed a second time. */
+static _Atomic(uint64_t) cache_flushed;
+static pthread_key_t cache_key;
+static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
+static void cache_key_make(void);
 
 /* ---- The arena's view of the OS ----------------------------------------- */
 
@@ -140,6 +169,15 @@ static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
      * out even where THP is on system-wide; auto leaves the kernel's default. */
     long huge = opt(STRATA_OPTION_HUGEPAGES);
     if (huge != STRATA_HUGEPAGES_AUTO) os_advise_huge(base, l, huge == STRATA_HUGEPAGES_ALWAYS);
+    if (!atomic_load_explicit(&region_cls[slot], memory_order_relaxed)) {
+        /* Without it the range's blocks are just not cached. */
+        size_t pages = (l < LARGE_REGION ? l : LARGE_REGION) / CACHE_PAGE;
+        void *t = os_alloc_aligned((pages + os_page_size() - 1) & ~(os_page_size() - 1), os_page_size());
+        if (t) {
+            region_cls_len[slot] = pages;
+            atomic_store_explicit(&region_cls[slot], t, memory_order_release);
+        }
+    }
     atomic_store_explicit(&regions[slot].word, region_word((uintptr_t)base, l, (int)(st - stripes)),
                           memory_order_release);
     if (slot == n) atomic_store_explicit(&region_count, n + 1, memory_order_release);
@@ -255,6 +293,7 @@ static void stripe_lock(stripe_t *s) {
                             .dirty_limit = SIZE_MAX,
                             .first_fit = opt(STRATA_OPTION_LARGE_FIT) == STRATA_LARGE_FIT_FIRST};
         if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
+
         atomic_store_explicit(&s->ready, true, memory_order_release);
     }
     stripe_refresh(s);
@@ -283,14 +322,326 @@ static stripe_t *my_home(void) {
     return &stripes[my_stripe];
 }
 
-static stripe_t *owner_of(const void *p) {
+/* The reservation slot holding p, or -1; *w gets its word. */
+static inline int slot_of(const void *p, uint64_t *w) {
     uintptr_t a = (uintptr_t)p;
     size_t n = atomic_load_explicit(&region_count, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
-        uint64_t w = atomic_load_explicit(&regions[i].word, memory_order_acquire);
-        if (w && a - region_base(w) < region_len(w)) return &stripes[w & 3];
+        uint64_t x = atomic_load_explicit(&regions[i].word, memory_order_acquire);
+        if (x && a - region_base(x) < region_len(x)) {
+            *w = x;
+            return (int)i;
+        }
     }
+    return -1;
+}
+
+static stripe_t *owner_of(const void *p) {
+    uint64_t w;
+    return slot_of(p, &w) < 0 ? NULL : &stripes[w & 3];
+}
+
+/* p's entry in its slot's class table, or NULL (no table, or past it). */
+static inline _Atomic(uint8_t) *cls_entry(int slot, uint64_t w, const void *p) {
+    _Atomic(uint8_t) *t = atomic_load_explicit(&region_cls[slot], memory_order_acquire);
+    size_t page = ((uintptr_t)p - region_base(w)) / CACHE_PAGE;
+    return t && page < region_cls_len[slot] ? &t[page] : NULL;
+}
+
+/* ---- The thread cache ------------------------------------------------------
+ *
+ * Each thread keeps blocks it freed of up to CACHE_MAX bytes in bins, one
+ * per class (classes: exact pages up to 8 pages, then 8 steps per doubling,
+ * so a block is at most 1/8 larger than asked for).  Such a block is carved
+ * from the arena at its class size and its class is written in the region's
+ * class table; free() reads it there, so a pair of malloc and free of the
+ * same class is a push and a pop of this thread's bin: no lock, no atomic
+ * read-modify-write.  The arena counts a cached block as used; when a bin
+ * overflows, or the cache is asked to empty, its blocks go back to their
+ * arenas (and become free, dirty, purgeable).
+ *
+ * A cached block carries a key in its second word (a per-process secret
+ * XOR its address, top bit set), written when it enters the cache and
+ * cleared when it leaves it, so a second free of it is seen at once, from
+ * any thread, as the size-class heaps see theirs (docs/integrity.md).
+ *
+ * Bounds: CACHE_SLOTS blocks and CACHE_BIN_BYTES per bin, CACHE_BYTES per
+ * thread, and under a memory limit a 64th of the headroom.  Emptied: at
+ * thread exit; on strata_release() and the reclaim hooks (the calling
+ * thread's at once, every other thread's at its next large malloc or free,
+ * through cache_epoch: a thread's cache is its own, no other thread may
+ * touch it); and on a clock, every large purge delay, the same way.  So a
+ * thread that sleeps keeps at most CACHE_BYTES until it wakes or exits. */
+#define CACHE_MAX ((size_t)1 << 20)
+#define CACHE_CLASSES 48            /* class of CACHE_MAX */
+#define CACHE_SLOTS 8
+#define CACHE_BIN_BYTES ((size_t)2 << 20)
+#define CACHE_BYTES ((size_t)4 << 20)
+
+typedef struct cache_bin_s {
+    uint32_t n, max;
+    void *slot[CACHE_SLOTS];        /* oldest first */
+} cache_bin_t;
+
+typedef struct tcache_s {
+    struct tcache_s *next;          /* all caches (cache_lock) */
+    unsigned epoch;                 /* cache_epoch when last emptied */
+    bool busy;                      /* a flush runs (the reclaim hook must not enter) */
+    bool numa;                      /* more than one node: hits are placed too */
+    unsigned ticks;                 /* large_cache_alloc calls */
+    size_t cap;                     /* bound on bytes (0: cache off) */
+    /* Written by the owner only, read by large_stats_get from other threads. */
+    _Atomic(size_t) bytes;          /* cached now */
+    /* Cumulative: mallocs served, frees taken, blocks given to the arenas. */
+    _Atomic(uint64_t) hits, puts, flushed;
+    cache_bin_t bin[CACHE_CLASSES + 1];
+} tcache_t;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static tcache_t *cache_all, *cache_spare;
+static _Atomic(unsigned) cache_epoch;
+static __thread __attribute__((tls_model("initial-exec"))) tcache_t *my_cache;
+static __thread __attribute__((tls_model("initial-exec"))) bool my_cache_off;   /* exited, or no memory */
+/* Cache counters of exited threads (large_stats_get adds them). */
+static _Atomic(uint64_t) cache_hits_done, cache_puts_done;
+
+static size_t class_pages[CACHE_CLASSES + 1];
+static uint8_t pages_class[CACHE_MAX / CACHE_PAGE + 1];
+
+/* Owner-only counters: a plain load and store (no locked instruction);
+ * relaxed atomics only so other threads may read them. */
+#define OWN_ADD(f, n) atomic_store_explicit(&(f), atomic_load_explicit(&(f), memory_order_relaxed) + (n), memory_order_relaxed)
+#define OWN_GET(f) atomic_load_explicit(&(f), memory_order_relaxed)
+
+/* The class of a request of size bytes (<= CACHE_MAX), 1..CACHE_CLASSES
+ * (computed once into pages_class). */
+static unsigned class_compute(size_t size) {
+    size_t n = (size + CACHE_PAGE - 1) / CACHE_PAGE;
+    if (n <= 8) return n ? (unsigned)n : 1;
+    unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)(n - 1));   /* 2^k < n <= 2^(k+1) */
+    size_t step = (size_t)1 << (k - 3);
+    return 8 + (k - 3) * 8 + (unsigned)((n + step - 1) / step) - 8;
+}
+
+static inline unsigned cache_class(size_t size) { return pages_class[(size + CACHE_PAGE - 1) / CACHE_PAGE]; }
+static size_t class_bytes[CACHE_CLASSES + 1];
+static inline size_t class_size(unsigned c) { return class_bytes[c]; }
+
+static inline uint64_t cache_key_of(const void *p) {
+    return atomic_load_explicit(&cache_secret, memory_order_relaxed) ^ (uint64_t)(uintptr_t)p;
+}
+
+static void large_place(void *p, size_t size, int node);
+static void cache_thread_exit(void *value);
+static void cache_key_make(void) {
+    for (size_t n = 1; n <= CACHE_MAX / CACHE_PAGE; n++) {
+        unsigned c = class_compute(n * CACHE_PAGE);
+        class_pages[c] = n;   /* the last, largest, size of the class */
+        class_bytes[c] = n * CACHE_PAGE;
+        pages_class[n] = (uint8_t)c;
+    }
+    pages_class[0] = 1;
+    if (pthread_key_create(&cache_key, cache_thread_exit) != 0) cache_key = (pthread_key_t)-1;
+}
+
+static size_t cache_cap(void) {
+    if (purge_delay() == 0 || opt(STRATA_OPTION_LARGE_CACHE_MB) == 0) return 0;
+    size_t cap = CACHE_BYTES;
+    size_t room = os_memory_headroom();
+    if (room != SIZE_MAX && room / 64 < cap) cap = room / 64;
+    return cap;
+}
+
+/* Gives the oldest n blocks of bin c back to their arenas. */
+static void cache_bin_flush(tcache_t *t, unsigned c, uint32_t n, bool trylock) {
+    cache_bin_t *b = &t->bin[c];
+    uint32_t done = 0;
+    stripe_t *held = NULL;
+    bool was_busy = t->busy;
+    t->busy = true;   /* a reclaim hook run from in here must leave the bins alone */
+    size_t size = class_size(c);
+    for (; done < n; done++) {
+        void *p = b->slot[done];
+        uint64_t w = 0;
+        int slot = slot_of(p, &w);
+        stripe_t *s = &stripes[w & 3];
+        if (s != held) {
+            if (held) stripe_unlock(held);
+            held = NULL;
+            if (trylock) {
+                if (pthread_mutex_trylock(&s->lock) != 0) break;
+                stripe_refresh(s);
+            } else {
+                stripe_lock(s);
+            }
+            held = s;
+        }
+        ((uint64_t *)p)[1] = 0;
+        _Atomic(uint8_t) *e = cls_entry(slot, w, p);
+        if (e) atomic_store_explicit(e, 0, memory_order_relaxed);
+        arena_free(&s->arena, p, NULL);
+    }
+    if (held) stripe_unlock(held);
+    t->busy = was_busy;
+    if (!done) return;
+    memmove(b->slot, b->slot + done, (b->n - done) * sizeof(void *));
+    b->n -= done;
+    OWN_ADD(t->bytes, -(done * size));
+    OWN_ADD(t->flushed, done);
+    stat_sub(&stats.large_live_bytes, done * size);
+    atomic_fetch_add_explicit(&cache_flushed, done, memory_order_relaxed);
+}
+
+static void cache_flush_all(tcache_t *t, bool trylock) {
+    t->busy = true;
+    for (unsigned c = 1; c <= CACHE_CLASSES; c++)
+        if (t->bin[c].n) cache_bin_flush(t, c, t->bin[c].n, trylock);
+    t->busy = false;
+}
+
+/* The epoch moved (release, reclaim, the clock) or the options did: empty. */
+static noinline void cache_renew(tcache_t *t) {
+    t->epoch = atomic_load_explicit(&cache_epoch, memory_order_acquire);
+    cache_flush_all(t, false);
+    t->cap = cache_cap();
+}
+
+static noinline tcache_t *cache_create(void) {
+    if (my_cache_off || os_page_size() != CACHE_PAGE) return NULL;
+    pthread_once(&cache_key_once, cache_key_make);
+    if (cache_key == (pthread_key_t)-1) return NULL;
+    pthread_mutex_lock(&cache_lock);
+    tcache_t *t = cache_spare;
+    if (t) cache_spare = t->next;
+    pthread_mutex_unlock(&cache_lock);
+    if (!t) t = os_alloc_aligned((sizeof(tcache_t) + os_page_size() - 1) & ~(os_page_size() - 1), os_page_size());
+    if (!t) {
+        my_cache_off = true;
+        return NULL;
+    }
+    memset(t, 0, sizeof *t);
+    for (unsigned c = 1; c <= CACHE_CLASSES; c++) {
+        size_t m = CACHE_BIN_BYTES / class_size(c);
+        t->bin[c].max = m < 1 ? 1 : m > CACHE_SLOTS ? CACHE_SLOTS : (uint32_t)m;
+    }
+    t->epoch = atomic_load_explicit(&cache_epoch, memory_order_acquire);
+    t->cap = cache_cap();
+    t->numa = os_numa_node_count() > 1;
+    /* Registered before it holds anything: the exit hook must find it.  A
+     * key past glibc's static ones may malloc (small: not this path). */
+    if (pthread_setspecific(cache_key, t) != 0) {
+        my_cache_off = true;
+        pthread_mutex_lock(&cache_lock);
+        t->next = cache_spare;
+        cache_spare = t;
+        pthread_mutex_unlock(&cache_lock);
+        return NULL;
+    }
+    pthread_mutex_lock(&cache_lock);
+    t->next = cache_all;
+    cache_all = t;
+    pthread_mutex_unlock(&cache_lock);
+    my_cache = t;
+    return t;
+}
+
+static void cache_thread_exit(void *value) {
+    tcache_t *t = value;
+    if (!t) return;
+    my_cache = NULL;
+    my_cache_off = true;   /* frees from later destructors go to the arenas */
+    cache_flush_all(t, false);
+    pthread_mutex_lock(&cache_lock);
+    for (tcache_t **l = &cache_all; *l; l = &(*l)->next)
+        if (*l == t) {
+            *l = t->next;
+            break;
+        }
+    atomic_fetch_add_explicit(&cache_hits_done, atomic_load_explicit(&t->hits, memory_order_relaxed), memory_order_relaxed);
+    atomic_fetch_add_explicit(&cache_puts_done, atomic_load_explicit(&t->puts, memory_order_relaxed), memory_order_relaxed);
+    t->next = cache_spare;
+    cache_spare = t;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+/* Under STRATA_NUMA a cached block goes where this thread runs (out of
+ * line: the fast path keeps no frame). */
+static noinline void *cache_place(void *p, size_t size) {
+    large_place(p, size, -1);
+    return p;
+}
+
+/* The cache's own epoch lags: empty it; the caller's malloc misses. */
+static noinline void *cache_pop_renew(tcache_t *t) {
+    cache_renew(t);
     return NULL;
+}
+
+/* A cacheable malloc: this thread's bin, or NULL (the caller takes the arena path). */
+static inline void *cache_pop(size_t size) {
+    tcache_t *t = my_cache;
+    if (!t) return NULL;
+    if (__builtin_expect(t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed), 0)) return cache_pop_renew(t);
+    unsigned c = cache_class(size);
+    cache_bin_t *b = &t->bin[c];
+    if (!b->n) return NULL;
+    void *p = b->slot[--b->n];
+    ((uint64_t *)p)[1] = 0;
+    OWN_ADD(t->bytes, -class_size(c));
+    OWN_ADD(t->hits, 1);
+    if (__builtin_expect(t->numa, 0)) return cache_place(p, size);
+    return p;
+}
+
+static inline void cache_put(tcache_t *t, cache_bin_t *b, void *p, size_t size) {
+    ((uint64_t *)p)[1] = cache_key_of(p);
+    b->slot[b->n++] = p;
+    OWN_ADD(t->bytes, size);
+    OWN_ADD(t->puts, 1);
+}
+
+/* cache_push when the cache is missing, lags the epoch or is full. */
+static noinline bool cache_push_slow(void *p, unsigned c) {
+    tcache_t *t = my_cache;
+    if (!t && !(t = cache_create())) return false;
+    if (t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed)) cache_renew(t);
+    cache_bin_t *b = &t->bin[c];
+    size_t size = class_size(c);
+    if (size > t->cap) return false;
+    /* The older half of the bin goes, and the biggest bins' blocks if the
+     * thread's bound needs more room. */
+    if (b->n == b->max) cache_bin_flush(t, c, (b->n + 1) / 2, false);
+    for (unsigned o = CACHE_CLASSES; OWN_GET(t->bytes) + size > t->cap && o >= 1; o--)
+        if (t->bin[o].n) cache_bin_flush(t, o, t->bin[o].n, false);
+    if (b->n == b->max || OWN_GET(t->bytes) + size > t->cap) return false;
+    cache_put(t, b, p, size);
+    return true;
+}
+
+/* Frees p, a block of class c, into this thread's cache; false when the
+ * cache cannot take it (the caller frees it to its arena). */
+static inline bool cache_push(void *p, unsigned c) {
+    tcache_t *t = my_cache;
+    if (__builtin_expect(t != NULL, 1) && __builtin_expect(t->epoch == atomic_load_explicit(&cache_epoch, memory_order_relaxed), 1)) {
+        cache_bin_t *b = &t->bin[c];
+        size_t size = class_size(c);
+        if (__builtin_expect(b->n < b->max && OWN_GET(t->bytes) + size <= t->cap, 1)) {
+            cache_put(t, b, p, size);
+            return true;
+        }
+    }
+    return cache_push_slow(p, c);
+}
+
+/* Every thread's cache empties at its next large malloc or free; this one's now. */
+static void cache_empty_all(bool trylock) {
+    atomic_fetch_add_explicit(&cache_epoch, 1, memory_order_release);
+    tcache_t *t = my_cache;
+    if (t && !t->busy) {
+        cache_flush_all(t, trylock);
+        t->epoch = atomic_load_explicit(&cache_epoch, memory_order_acquire);
+        t->cap = cache_cap();
+    }
 }
 
 /* Reservations are NORESERVE, so the kernel would grant any size; refuse,
@@ -315,11 +666,48 @@ static void large_place(void *p, size_t size, int node) {
     os_numa_place(p, len, node, (int)opt(STRATA_OPTION_NUMA));
 }
 
+static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node);
+
+/* Every CACHE_TICK-th call says no, so the caller's generic path (which
+ * keeps the purge clocks running) still runs now and then in a program
+ * that only reuses cached blocks; the block then comes from the cache there. */
+#define CACHE_TICK 64
+void *large_cache_alloc(size_t size) {
+    tcache_t *t = my_cache;
+    if (size > CACHE_MAX || !t || !(++t->ticks & (CACHE_TICK - 1))) return NULL;
+    return cache_pop(size);
+}
+
 void *large_alloc(size_t size, size_t align, bool zero) {
-    return large_alloc_onnode(size, align, zero, -1);
+    if (size <= CACHE_MAX && align - 1 < CACHE_PAGE && !(align & (align - 1)) && !zero) {
+        void *p = cache_pop(size);
+        if (p) return p;
+    }
+    return alloc_slow(size, align, zero, -1);
 }
 
 void *large_alloc_onnode(size_t size, size_t align, bool zero, int node) {
+    if (node < 0) return large_alloc(size, align, zero);
+    return alloc_slow(size, align, zero, node);
+}
+
+/* The cache's classes and key exist before any block is carved at a class size. */
+static void cache_init(void) {
+    pthread_once(&cache_key_once, cache_key_make);
+    uint64_t none = 0;
+    atomic_compare_exchange_strong(&cache_secret, &none, os_random_u64() | ((uint64_t)1 << 63));
+}
+
+/* Slow paths keep the cache's epoch too: any large call empties it when due. */
+static void cache_check_epoch(void) {
+    tcache_t *t = my_cache;
+    if (t && !t->busy && t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed)) cache_renew(t);
+}
+
+static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node) {
+    /* Acquire: the class tables were written before the secret. */
+    if (!atomic_load_explicit(&cache_secret, memory_order_acquire)) cache_init();
+    cache_check_epoch();
     if (align == 0 || (align & (align - 1))) {
         errno = EINVAL;
         return NULL;
@@ -327,6 +715,14 @@ void *large_alloc_onnode(size_t size, size_t align, bool zero, int node) {
     if (size > max_request() || align > ((size_t)1 << 40)) {
         errno = ENOMEM;
         return NULL;
+    }
+    /* Cacheable: served from this thread's cache, else carved at the
+     * class size (so that it can be cached when freed). */
+    unsigned cls = 0;
+    if (size <= CACHE_MAX && align <= CACHE_PAGE && node < 0 && !my_cache_off &&
+        atomic_load_explicit(&cache_secret, memory_order_acquire)) {
+        cls = cache_class(size);
+        size = class_size(cls);
     }
     size_t usable = 0;
     bool clean = false;
@@ -356,6 +752,12 @@ void *large_alloc_onnode(size_t size, size_t align, bool zero, int node) {
         errno = ENOMEM;
         return NULL;
     }
+    if (cls) {
+        uint64_t w;
+        int slot = slot_of(p, &w);
+        _Atomic(uint8_t) *e = slot < 0 ? NULL : cls_entry(slot, w, p);
+        if (e) atomic_store_explicit(e, (uint8_t)cls, memory_order_relaxed);
+    }
     large_place(p, size, node);
     if (zero && !clean) {
         if (size <= LARGE_MEMSET_MAX) memset(p, 0, size);
@@ -367,8 +769,42 @@ void *large_alloc_onnode(size_t size, size_t align, bool zero, int node) {
     return p;
 }
 
+/* A block's cache class from its region's table (0: not cacheable). */
+static inline unsigned block_class(const void *p, int slot, uint64_t w, _Atomic(uint8_t) **entry) {
+    _Atomic(uint8_t) *e = slot < 0 || ((uintptr_t)p & (CACHE_PAGE - 1)) ? NULL : cls_entry(slot, w, p);
+    *entry = e;
+    return e ? atomic_load_explicit(e, memory_order_relaxed) : 0;
+}
+
+/* A cached block (freed) looks like this; a live one does with odds 2^-64. */
+static inline bool block_cached(const void *p) { return ((const uint64_t *)p)[1] == cache_key_of(p); }
+
+bool large_cache_free(void *p) {
+    uint64_t w = 0;
+    int slot = slot_of(p, &w);
+    _Atomic(uint8_t) *e;
+    unsigned cls = block_class(p, slot, w, &e);
+    if (!cls) return false;
+    if (block_cached(p)) {
+        strata_error("free(): double free", p);
+        return true;
+    }
+    return cache_push(p, cls);
+}
+
+static noinline void free_slow(void *p);
+
 void large_free(void *p) {
-    stripe_t *s = owner_of(p);
+    if (!large_cache_free(p)) free_slow(p);
+}
+
+static noinline void free_slow(void *p) {
+    cache_check_epoch();
+    uint64_t w = 0;
+    int slot = slot_of(p, &w);
+    _Atomic(uint8_t) *e;
+    if (block_class(p, slot, w, &e)) atomic_store_explicit(e, 0, memory_order_relaxed);   /* to its arena */
+    stripe_t *s = slot < 0 ? NULL : &stripes[w & 3];
     if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) {
         strata_error("free(): invalid pointer", p);
         return;
@@ -390,7 +826,12 @@ void large_free(void *p) {
 }
 
 size_t large_usable_size(const void *p) {
-    stripe_t *s = owner_of(p);
+    uint64_t w = 0;
+    int slot = slot_of(p, &w);
+    _Atomic(uint8_t) *e;
+    unsigned cls = block_class(p, slot, w, &e);
+    if (cls) return block_cached(p) ? 0 : class_size(cls);
+    stripe_t *s = slot < 0 ? NULL : &stripes[w & 3];
     if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) return 0;
     stripe_lock(s);
     size_t u = arena_usable(&s->arena, p);
@@ -398,9 +839,23 @@ size_t large_usable_size(const void *p) {
     return u;
 }
 
+/* A block about to change size in place or move leaves its class: the
+ * cache only takes blocks of exactly their class size.  A cached (freed)
+ * block is no block to resize: false. */
+static bool leave_class(const void *p) {
+    uint64_t w = 0;
+    int slot = slot_of(p, &w);
+    _Atomic(uint8_t) *e;
+    if (!block_class(p, slot, w, &e)) return true;
+    if (block_cached(p)) return false;
+    atomic_store_explicit(e, 0, memory_order_relaxed);
+    return true;
+}
+
 void *large_resize_in_place(void *p, size_t size) {
     stripe_t *s = owner_of(p);
     if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
+    if (!leave_class(p)) return NULL;
     stripe_lock(s);
     size_t before = arena_usable(&s->arena, p), after = 0;
     bool ok = before && arena_resize(&s->arena, p, size, &after);
@@ -424,6 +879,7 @@ void *large_resize_in_place(void *p, size_t size) {
 void *large_realloc_move(void *p, size_t size) {
     stripe_t *s = owner_of(p);
     if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
+    if (size > CACHE_MAX && !leave_class(p)) return NULL;
     stripe_lock(s);
     size_t old = arena_usable(&s->arena, p), usable = 0;
     void *q = NULL;
@@ -463,14 +919,26 @@ static size_t release_all(bool wait) {
     return done;
 }
 
-size_t large_release(void) { return release_all(true); }
+size_t large_release(void) {
+    cache_empty_all(false);
+    return release_all(true);
+}
 
 /* Trylocks only: the refused mapping may have been asked for under a
  * stripe's lock (the arena's metadata, or a reservation). */
-size_t large_reclaim(void) { return release_all(false); }
+size_t large_reclaim(void) {
+    cache_empty_all(true);
+    return release_all(false);
+}
 
 void large_collect(uint64_t now_ms) {
-    (void)now_ms;   /* the arenas read the clock themselves */
+    /* The thread caches' clock: every large purge delay they empty once. */
+    static _Atomic(uint64_t) cache_due;
+    long d = purge_delay();
+    uint64_t due = atomic_load_explicit(&cache_due, memory_order_relaxed);
+    if (d > 0 && now_ms >= due && atomic_compare_exchange_strong(&cache_due, &due, now_ms + (uint64_t)d)) {
+        if (due) atomic_fetch_add_explicit(&cache_epoch, 1, memory_order_release);
+    }
     for (int i = 0; i < LARGE_STRIPES; i++) {
         stripe_t *s = &stripes[i];
         if (!atomic_load_explicit(&s->ready, memory_order_acquire) || pthread_mutex_trylock(&s->lock) != 0) continue;
@@ -500,6 +968,30 @@ void large_stats_get(large_stats_t *out) {
         out->frees += a.frees;
         out->regions += a.regions;
     }
+    /* Cached blocks are used in their arenas, free to the program. */
+    uint64_t hits = atomic_load_explicit(&cache_hits_done, memory_order_relaxed);
+    uint64_t puts = atomic_load_explicit(&cache_puts_done, memory_order_relaxed);
+    size_t bytes = 0, blocks = 0;
+    pthread_mutex_lock(&cache_lock);
+    for (tcache_t *t = cache_all; t; t = t->next) {
+        hits += atomic_load_explicit(&t->hits, memory_order_relaxed);
+        puts += atomic_load_explicit(&t->puts, memory_order_relaxed);
+        bytes += atomic_load_explicit(&t->bytes, memory_order_relaxed);
+        blocks += atomic_load_explicit(&t->puts, memory_order_relaxed) - atomic_load_explicit(&t->hits, memory_order_relaxed) -
+                  atomic_load_explicit(&t->flushed, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&cache_lock);
+    out->cache_hits = hits;
+    out->cache_puts = puts;
+    out->cache_bytes = bytes;
+    out->cache_blocks = blocks;
+    out->used_bytes -= bytes;
+    out->used_blocks -= blocks;
+    out->free_bytes += bytes;
+    out->free_blocks += blocks;
+    out->dirty_bytes += bytes;
+    out->allocs += hits;
+    out->frees = out->frees - atomic_load_explicit(&cache_flushed, memory_order_relaxed) + puts;
     out->lock_waits = atomic_load_explicit(&lock_waits, memory_order_relaxed);
 }
 
@@ -521,9 +1013,11 @@ const char *large_check(void) {
 void large_fork_prepare(void) {
     for (int i = 0; i < LARGE_STRIPES; i++) pthread_mutex_lock(&stripes[i].lock);
     pthread_mutex_lock(&region_lock);
+    pthread_mutex_lock(&cache_lock);   /* never held with another lock */
 }
 
 void large_fork_parent(void) {
+    pthread_mutex_unlock(&cache_lock);
     pthread_mutex_unlock(&region_lock);
     for (int i = LARGE_STRIPES - 1; i >= 0; i--) pthread_mutex_unlock(&stripes[i].lock);
 }
@@ -531,4 +1025,7 @@ void large_fork_parent(void) {
 void large_fork_child(void) {
     for (int i = 0; i < LARGE_STRIPES; i++) pthread_mutex_init(&stripes[i].lock, NULL);
     pthread_mutex_init(&region_lock, NULL);
+    /* The other threads' caches stay registered (their blocks are lost to
+     * the child, as their heaps are); their counters still add up. */
+    pthread_mutex_init(&cache_lock, NULL);
 }

@@ -18,6 +18,12 @@ void *large_alloc(size_t size, size_t align, bool zero);
  * calling thread's node under local).  Pages already resident elsewhere
  * (a reused block) are migrated. */
 void *large_alloc_onnode(size_t size, size_t align, bool zero, int node);
+/* The thread cache alone (no lock, no clock): a block of size bytes (16
+ * aligned) or NULL; and the free of p when the cache takes it (or reports
+ * it: a double free) — false: p is for large_free.  The core calls them
+ * first on its generic paths. */
+void *large_cache_alloc(size_t size);
+bool large_cache_free(void *p);
 /* p is in memory the segment map marks as large.  Reports (strata_error)
  * and returns if p is not the start of a live large block. */
 void large_free(void *p);
@@ -50,6 +56,11 @@ typedef struct large_stats_s {
     uint64_t purged;        /* bytes purged, cumulative */
     uint64_t allocs, frees; /* cumulative */
     uint64_t lock_waits;    /* lock acquisitions that found the lock taken */
+    /* The thread caches (large.c).  Their blocks count as free above (and
+     * as dirty: they are resident); allocs and frees include their hits and
+     * puts. */
+    size_t cache_bytes, cache_blocks;
+    uint64_t cache_hits, cache_puts;
 } large_stats_t;
 void large_stats_get(large_stats_t *out);
 /* Verifies every arena's invariants; NULL or what is broken (tests). */
