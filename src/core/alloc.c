@@ -3,6 +3,7 @@
  * large requests, check mode, purging on the way).
  */
 #include "internal.h"
+#include "onnode.h"
 
 #include <errno.h>
 #include <string.h>
@@ -79,7 +80,8 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     heap_collect_delayed(heap);
     uint32_t cls = class_of(size);
     page_t *page = heap->queues[cls].first;
-    if (!page || !page->free) {
+    /* A first page the fast path was not given may be another node's (adopted, or freed into after a move). */
+    if (!page || !page->free || (page != heap->class_page[cls] && numa_misplaced(numa_heap_node(heap), page))) {
         heap_maintain(heap);
         page = page_find_free(heap, cls);
         if (!page) { errno = ENOMEM; return NULL; }

@@ -1,8 +1,10 @@
 /* stats_source.c — what the statistics module (src/stats, below the
  * allocator) cannot count itself: the per-class counts kept in each
- * thread's heap, summed over the live heaps and those already gone, and the
- * large tier's books.  Registered at process start-up. */
+ * thread's heap (and in strata_malloc_onnode's per-node heaps), summed
+ * over the live heaps and those already gone, and the large tier's books.
+ * Registered at process start-up. */
 #include "internal.h"
+#include "onnode.h"
 
 #include <string.h>
 
@@ -22,6 +24,8 @@ static void add_heap(const heap_t *heap, void *arg) {
     }
 }
 
+static void add_node_heap(heap_t *heap, void *arg) { add_heap(heap, arg); }
+
 static void class_totals_get(class_totals *t) {
     memset(t, 0, sizeof *t);
     for (int c = 1; c <= CLASS_COUNT; c++) {
@@ -29,6 +33,7 @@ static void class_totals_get(class_totals *t) {
         t->freed[c] = atomic_load_explicit(&stats_class_free_done[c], memory_order_relaxed);
     }
     if (atomic_load_explicit(&strata_ready, memory_order_acquire)) heap_visit_all(add_heap, t);
+    numa_node_heaps_each(add_node_heap, t);   /* strata_malloc_onnode's heaps */
 }
 
 static void totals(strata_stats_t *out) {
