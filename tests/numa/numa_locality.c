@@ -311,7 +311,8 @@ static void check_crossfree(void) {
     on_node(0, adopt_then_move_to_1, &moved);
     strata_stats_get(&st1);
     CHECK(st1.adopted > st0.adopted, "crossfree: the node-0 thread adopted no segment: the case is not tested");
-    from0 = 0, last0 = -1;
+    from0 = 0;
+    last0 = -1;
     for (int i = 0; i < NX; i++)
         if (node_of_page(moved.p[i]) == 0) { from0++; last0 = i; }
     printf("crossfree: adopted on node 0, moved to node 1: %d blocks on node 0\n", from0);
