@@ -338,7 +338,8 @@ STRATA_API void strata_chan_stats_print(const strata_chan *c, FILE *out);
  * NULL with errno EINVAL when the process may not use the node (no such
  * node, outside its cpuset, or outside its numactl --membind set), ENOMEM
  * when out of memory.  Small blocks come from one heap per node shared by
- * all threads (behind a lock): slower than malloc, meant for long-lived data. */
+ * all threads (behind a lock): slower than malloc, meant for long-lived data;
+ * they are counted in strata_stats_get and purged by strata_release(). */
 STRATA_MALLOC_ATTR void *strata_malloc_onnode(size_t size, int node);
 /* The node the pages of p's block are on (asked of the kernel: move_pages),
  * or -1: p is not a Strata block, none of its pages has been touched yet,

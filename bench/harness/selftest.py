@@ -62,6 +62,9 @@ def test_parse(rb, tmp):
              "plain\tother\t0\t{build}/p a\tb\n")
     q = rb.parse_suite(p, True, dict(subst, quick="1"))
     check([e.name for e in q.entries if e.quick] == ["sw-2"], "quick mode: #quick-threads and quick=1 select")
+    write(p, "a\tf\t1\tx\n#quick-runs 1\nb\tf\t1\tx\n")
+    check([e.quick_runs for e in rb.parse_suite(p, True, subst).entries] == [None, 1],
+          "#quick-runs holds for the lines after it")
     bad = {
         "a\tb\t2\tcmd\n": "quick must be 0 or 1",
         "a\tb\t1\n": "field",
@@ -71,6 +74,7 @@ def test_parse(rb, tmp):
         "#threads two\n": "whole numbers",
         "#variant x NOEQUALS\n": "ENV=VALUE",
         "#time-metric t minutes\n": "#time-metric",
+        "#quick-runs 0\n": "#quick-runs",
     }
     for text, want in bad.items():
         write(p, "# first line\n" + text)
@@ -164,6 +168,19 @@ def test_tables(report):
     check("- w-2: not faster than glibc" in md and "peak RSS 2.00× the smallest (glibc" in md,
           "target misses are listed")
     check("| ns at size | glibc | jemalloc | strata |" in md and "| 8 B | – | – | 3.00 |" in md, "sweep metric table")
+    # Issue 13: a locality line that ran several workloads in one guest boot: one target row each.
+    loc = []
+    saved_rows, rows = rows, loc
+    add("numaall", "glibc", [1.0], fam="numa", metrics="local_pct=60;local_pct_km=60;local_pct_ss=99")
+    add("numaall", "strata", [1.0], fam="numa", metrics="local_pct=98;local_pct_km=100;local_pct_ss=98")
+    rows = saved_rows
+    lmd = report.render(loc, {"date": "D", "command": "C", "runs": 1, "machine": "M", "versions": {}}, [])
+    targets = lmd.split("## Targets (issue 13)")[-1].split("\n## ")[0].split("\n")
+    km = [ln for ln in targets if ln.startswith("| numaall: km |")]
+    ss = [ln for ln in targets if ln.startswith("| numaall: ss |")]
+    check(len(km) == 1 and km[0].endswith("| met |") and len(ss) == 1 and ss[0].endswith("| **missed** |")
+          and not any(ln.startswith("| numaall |") for ln in targets),
+          "locality targets: one row per workload of a --each line: %s %s" % (km, ss))
     check("## Failed runs" in md and "v under strata: 1 of 2 runs failed (no-check)" in md, "failed runs listed")
 
 
@@ -174,7 +191,8 @@ def test_end_to_end(rb, report, tmp):
     write(suite, "#setup touch %s\n#threads 1 2\n"
                  "good-{threads}\tfam\t1\tsh -c 'test -e %s && echo metric ns@{threads} $FAKE && echo check ok'\n"
                  "nocheck\tfam\t1\ttrue\n"
-                 "slow\tother\t0\tsleep 3\n" % (marker, marker))
+                 "slow\tother\t0\tsleep 3\n"
+                 "#quick-runs 1\nonce\tother\t1\techo check ok\n" % (marker, marker))
     fake = [("glibc", {"FAKE": "1"}), ("jemalloc", {"FAKE": "2"}), ("strata", {"FAKE": "3"})]
     saved = rb.allocator_table
     rb.allocator_table = lambda build, suites, wanted: (fake, [], {}, None)
@@ -189,7 +207,9 @@ def test_end_to_end(rb, report, tmp):
     check(rc == 0, "run_all returns 0 (failed runs are reported, not fatal)")
     with open(os.path.join(out, "results.csv"), newline="") as f:
         rows = list(csv.DictReader(f))
-    check(len(rows) == 3 * 3 * 2, "one CSV row per run: %d" % len(rows))
+    check(len(rows) == 3 * 3 * 2 + 3, "one CSV row per run: %d" % len(rows))
+    check(sorted(r["allocator"] for r in rows if r["name"] == "once") == ["glibc", "jemalloc", "strata"],
+          "#quick-runs 1: one run per allocator in the quick set")
     check(all(r["name"] != "slow" for r in rows), "quick mode leaves out quick=0 lines")
     first = [(r["allocator"], r["run"]) for r in rows if r["name"] == "good-1"]
     check(first == [("glibc", "1"), ("jemalloc", "1"), ("strata", "1"),

@@ -3,6 +3,7 @@
  * large requests, check mode, purging on the way).
  */
 #include "internal.h"
+#include "onnode.h"
 
 #include <errno.h>
 #include <string.h>
@@ -81,7 +82,11 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     heap_collect_delayed(heap);
     uint32_t cls = class_of(size);
     page_t *page = heap->queues[cls].first;
-    if (!page || !page->free) {
+    /* A first page the fast path was not given (adopted with a segment, or
+     * another node's) goes through the page search, which checks its node
+     * and gives it to the fast path.  Check mode gives none: only the node. */
+    if (!page || !page->free ||
+        (page != heap->class_page[cls] && (!strata_check_mode || numa_misplaced(numa_heap_node(heap), page)))) {
         heap_maintain(heap);
         page = page_find_free(heap, cls);
         if (!page) { errno = ENOMEM; return NULL; }

@@ -4,6 +4,7 @@
  * frees and returns NULL; malloc(0) returns a unique block).
  */
 #include "internal.h"
+#include "onnode.h"
 
 #include <errno.h>
 #include <string.h>
@@ -135,28 +136,32 @@ int strata_owns(const void *p) {
     return p && (segmap_lookup(p) != SEGMAP_NONE || strata_sb_owns(p));
 }
 
+/* Gives back a heap's empty pages, including the ones kept as their
+ * class's last page, and purges its segments' free pages (arg: the bytes
+ * that were resident, added to). */
+static void heap_release(heap_t *heap, void *arg) {
+    heap_collect_delayed(heap);
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
+        page_t *page = heap->queues[c].first;
+        while (page) {
+            page_t *next = page->next;
+            page_collect(page);
+            if (page->used == 0) {
+                page_queue_remove(&heap->queues[c], page);
+                segment_page_free(heap, page);
+            }
+            page = next;
+        }
+        heap_direct_update(heap, c);
+    }
+    segment_purge_idle(heap, os_now_ms(), true, arg);
+    heap->purge_due = 0;
+}
+
 size_t strata_release(void) {
     size_t bytes = 0;
-    heap_t *heap = tls_heap;
-    if (heap != &heap_empty) {
-        heap_collect_delayed(heap);
-        /* Empty pages, including the ones kept as their class's last page, go too. */
-        for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
-            page_t *page = heap->queues[c].first;
-            while (page) {
-                page_t *next = page->next;
-                page_collect(page);
-                if (page->used == 0) {
-                    page_queue_remove(&heap->queues[c], page);
-                    segment_page_free(heap, page);
-                }
-                page = next;
-            }
-            heap_direct_update(heap, c);
-        }
-        segment_purge_idle(heap, os_now_ms(), true, &bytes);
-        heap->purge_due = 0;
-    }
+    if (tls_heap != &heap_empty) heap_release(tls_heap, &bytes);
+    numa_node_heaps_each(heap_release, &bytes);   /* strata_malloc_onnode's heaps */
     bytes += segment_cache_release(true);
     bytes += segment_abandoned_purge(true, UINT64_MAX);   /* exited threads' free pages */
     bytes += large_release();

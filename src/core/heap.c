@@ -7,6 +7,7 @@
  * taken after the segment locks at fork.
  */
 #include "internal.h"
+#include "onnode.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -59,7 +60,9 @@ static heap_t *heap_struct_alloc(void) {
 void heap_direct_update(heap_t *heap, uint32_t cls) {
     strata_assert(cls >= 1 && cls <= CLASS_COUNT);
     page_t *page = heap->queues[cls].first;
-    if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD)) page = &page_empty;
+    if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD) ||
+        numa_misplaced(numa_heap_node(heap), page))   /* another node's: the next page search parks it */
+        page = &page_empty;
     heap->class_page[cls] = page;
     if (class_size[cls] > DIRECT_MAX) return;
     size_t lo = cls == 1 ? 0 : class_size[cls - 1] / 8 + 1;

@@ -21,13 +21,16 @@ typedef struct node_heap_s {
     heap_t heap;
 } node_heap_t;
 
-static node_heap_t *node_heaps;   /* one per node, mapped on first use */
+/* One per node, mapped on first use; published (release) after the count,
+ * as statistics and strata_release read them from any thread. */
+static _Atomic(node_heap_t *) node_heaps;
 static int node_heap_count;
 static pthread_once_t node_heaps_once = PTHREAD_ONCE_INIT;
 
 static int node_heap_index(const heap_t *heap) {
-    if (!node_heaps) return -1;
-    uintptr_t off = (uintptr_t)heap - (uintptr_t)node_heaps;
+    node_heap_t *h = atomic_load_explicit(&node_heaps, memory_order_acquire);
+    if (!h) return -1;
+    uintptr_t off = (uintptr_t)heap - (uintptr_t)h;
     if (off >= (size_t)node_heap_count * sizeof(node_heap_t)) return -1;
     return (int)(off / sizeof(node_heap_t));
 }
@@ -47,17 +50,30 @@ void numa_place_segment(const heap_t *heap, void *addr, size_t size, int node) {
     else if (opt(STRATA_OPTION_NUMA) == STRATA_NUMA_INTERLEAVE) os_numa.interleave(addr, size);
 }
 
+void numa_node_heaps_each(node_heap_fn *fn, void *arg) {
+    node_heap_t *h = atomic_load_explicit(&node_heaps, memory_order_acquire);
+    if (!h) return;
+    for (int i = 0; i < node_heap_count; i++) {
+        pthread_mutex_lock(&h[i].lock);
+        fn(&h[i].heap, arg);
+        pthread_mutex_unlock(&h[i].lock);
+    }
+}
+
 /* fork: a node heap's lock is taken before the segment locks (an onnode
  * malloc holds it while it gets pages), and so before them at fork too:
  * handlers registered later run their prepare step first. */
 static void node_heaps_prepare(void) {
-    for (int i = 0; i < node_heap_count; i++) pthread_mutex_lock(&node_heaps[i].lock);
+    node_heap_t *h = atomic_load_explicit(&node_heaps, memory_order_relaxed);
+    for (int i = 0; i < node_heap_count; i++) pthread_mutex_lock(&h[i].lock);
 }
 static void node_heaps_parent(void) {
-    for (int i = node_heap_count - 1; i >= 0; i--) pthread_mutex_unlock(&node_heaps[i].lock);
+    node_heap_t *h = atomic_load_explicit(&node_heaps, memory_order_relaxed);
+    for (int i = node_heap_count - 1; i >= 0; i--) pthread_mutex_unlock(&h[i].lock);
 }
 static void node_heaps_child(void) {
-    for (int i = 0; i < node_heap_count; i++) pthread_mutex_init(&node_heaps[i].lock, NULL);
+    node_heap_t *h = atomic_load_explicit(&node_heaps, memory_order_relaxed);
+    for (int i = 0; i < node_heap_count; i++) pthread_mutex_init(&h[i].lock, NULL);
 }
 
 static void node_heaps_init(void) {
@@ -71,7 +87,7 @@ static void node_heaps_init(void) {
         for (size_t j = 0; j <= CLASS_COUNT; j++) h[i].heap.class_page[j] = &page_empty;
     }
     node_heap_count = n;
-    node_heaps = h;
+    atomic_store_explicit(&node_heaps, h, memory_order_release);
     pthread_atfork(node_heaps_prepare, node_heaps_parent, node_heaps_child);
 }
 
@@ -88,11 +104,12 @@ void *strata_malloc_onnode(size_t size, int node) {
     if (size == 0) size = 1;
     if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE) return large_alloc_onnode(size, 16, false, node);
     pthread_once(&node_heaps_once, node_heaps_init);
-    if (!node_heaps) {
+    node_heap_t *nh = atomic_load_explicit(&node_heaps, memory_order_acquire);
+    if (!nh) {
         errno = ENOMEM;
         return NULL;
     }
-    node_heap_t *nh = &node_heaps[node];
+    nh += node;
     pthread_mutex_lock(&nh->lock);
     void *p = strata_malloc_generic(&nh->heap, size, false);
     pthread_mutex_unlock(&nh->lock);

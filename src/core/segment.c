@@ -253,8 +253,10 @@ static void segment_adopt(heap_t *heap, segment_t *seg) {
             page_give_back(heap, seg, page);
             continue;
         }
+        /* Not put on the fast path (direct[]): only a page search does that,
+         * checking the node then, so a thread that adopts and then moves
+         * does not get the old node's blocks of classes it never used. */
         page_queue_push_front(&heap->queues[page->class_idx], page);
-        heap_direct_update(heap, page->class_idx);
     }
     if (seg->used_pages == 0) {
         segment_emptied(heap, seg);

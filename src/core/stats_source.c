@@ -1,8 +1,10 @@
 /* stats_source.c — what the statistics module (src/stats, below the
  * allocator) cannot count itself: the per-class counts each heap folds from
- * its pages on slow paths, summed over the live heaps and those already
- * gone, and the large tier's books.  Registered at process start-up. */
+ * its pages on slow paths (threads' heaps and strata_malloc_onnode's
+ * per-node heaps), summed over the live heaps and those already gone, and
+ * the large tier's books.  Registered at process start-up. */
 #include "internal.h"
+#include "onnode.h"
 
 #include <string.h>
 
@@ -22,6 +24,11 @@ static void add_heap(const heap_t *heap, void *arg) {
     }
 }
 
+static void add_node_heap(heap_t *heap, void *arg) {
+    heap_fold_stats(heap);   /* under the node heap's lock: its owner */
+    add_heap(heap, arg);
+}
+
 static void class_totals_get(class_totals *t) {
     memset(t, 0, sizeof *t);
     for (int c = 1; c <= CLASS_COUNT; c++) {
@@ -34,6 +41,7 @@ static void class_totals_get(class_totals *t) {
      * allocate; a heap that sleeps shows what it had then). */
     if (tls_heap != &heap_empty) heap_fold_stats(tls_heap);
     heap_visit_all(add_heap, t);
+    numa_node_heaps_each(add_node_heap, t);   /* strata_malloc_onnode's heaps, folded under their locks */
 }
 
 static void totals(strata_stats_t *out) {

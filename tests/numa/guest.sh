@@ -7,14 +7,16 @@
 # The output directory is shared writable at its own path, for results.
 #
 #   guest.sh --cache DIR --out DIR [--timeout S] -- COMMAND...
+#   guest.sh --cache DIR --prepare    (fetch the kernel, make the initramfs; no boot)
 #
 # Exit status: the command's; 77 when qemu or a kernel cannot be had (the
 # CTest skip code); 1 when the guest did not finish.
 set -euo pipefail
 
-cache="" out="" timeout_s=240
+cache="" out="" timeout_s=240 prepare=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --prepare) prepare=1; shift ;;
     --cache) cache=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
@@ -22,10 +24,11 @@ while [ $# -gt 0 ]; do
     *) echo "guest.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-if [ -z "$cache" ] || [ -z "$out" ] || [ $# -eq 0 ]; then
-  echo "usage: guest.sh --cache DIR --out DIR [--timeout S] -- COMMAND..." >&2
+if [ -z "$cache" ] || { [ $prepare = 0 ] && { [ -z "$out" ] || [ $# -eq 0 ]; }; }; then
+  echo "usage: guest.sh --cache DIR --out DIR [--timeout S] -- COMMAND...  |  guest.sh --cache DIR --prepare" >&2
   exit 2
 fi
+[ $prepare = 1 ] && out="$cache/prepare-out"   # unused: only made
 skip() { echo "SKIP: $*" >&2; exit 77; }
 
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)"
@@ -78,6 +81,11 @@ if [ ! -s "$initrd" ] || [ "$here/guest-init.sh" -nt "$initrd" ]; then
   (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$initrd.tmp"
   mv "$initrd.tmp" "$initrd"
   rm -rf "$root"
+fi
+
+if [ $prepare = 1 ]; then
+  echo "guest.sh: kernel $kver and $initrd ready"
+  exit 0
 fi
 
 # ---- boot ------------------------------------------------------------------
