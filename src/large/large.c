@@ -668,6 +668,23 @@ static void large_place(void *p, size_t size, int node) {
 
 static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node);
 
+#if defined(STRATA_SECURE)
+/* Hardened build: a PROT_NONE page right after every large block's usable
+ * bytes, so an overflow off its end faults at once.  The block is carved
+ * two pages bigger than asked; the guard is the last whole page of what the
+ * arena gave (a block need not start on a page).  Guarded blocks are not
+ * cached and never grow or move in place (realloc copies), and each live
+ * one costs the kernel two more mappings (vm.max_map_count). */
+#define LARGE_GUARDED 1
+static uint8_t *guard_of(const void *p, size_t usable) {
+    size_t pg = os_page_size();
+    return (uint8_t *)((((uintptr_t)p + usable) & ~(uintptr_t)(pg - 1)) - pg);
+}
+#else
+#define LARGE_GUARDED 0
+static uint8_t *guard_of(const void *p, size_t usable) { return (uint8_t *)p + usable; }
+#endif
+
 /* Every CACHE_TICK-th call says no, so the caller's generic path (which
  * keeps the purge clocks running) still runs now and then in a program
  * that only reuses cached blocks; the block then comes from the cache there. */
@@ -719,7 +736,8 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
     /* Cacheable: served from this thread's cache, else carved at the
      * class size (so that it can be cached when freed). */
     unsigned cls = 0;
-    if (size <= CACHE_MAX && align <= CACHE_PAGE && node < 0 && !my_cache_off &&
+    if (LARGE_GUARDED) size += 2 * os_page_size();
+    else if (size <= CACHE_MAX && align <= CACHE_PAGE && node < 0 && !my_cache_off &&
         atomic_load_explicit(&cache_secret, memory_order_acquire)) {
         cls = cache_class(size);
         size = class_size(cls);
@@ -751,6 +769,12 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
     if (!p) {
         errno = ENOMEM;
         return NULL;
+    }
+    if (LARGE_GUARDED) {
+        size_t pg = os_page_size();
+        if (os_decommit(guard_of(p, usable), pg) != 0) strata_fatal("large: cannot protect a guard page");
+        usable = (size_t)(guard_of(p, usable) - (uint8_t *)p);
+        size = usable;
     }
     if (cls) {
         uint64_t w;
@@ -811,10 +835,16 @@ static noinline void free_slow(void *p) {
     }
     stripe_lock(s);
     size_t usable = 0;
+    if (LARGE_GUARDED) {
+        /* the guard becomes memory again before the arena may hand it out */
+        size_t u = arena_usable(&s->arena, p);
+        if (u && os_commit(guard_of(p, u), os_page_size()) != 0) strata_fatal("large: cannot lift a guard page");
+    }
     int r = arena_free(&s->arena, p, &usable);
     /* Under the lock: the range must not be handed out (and advised) again first. */
     if (r == ARENA_OK) large_huge_advise(p, usable, false);
     stripe_unlock(s);
+    if (LARGE_GUARDED && r == ARENA_OK) usable = (size_t)(guard_of(p, usable) - (uint8_t *)p);
     if (r == ARENA_INVALID) {
         strata_error("free(): invalid pointer", p);
     } else if (r == ARENA_DOUBLE_FREE) {
@@ -836,7 +866,7 @@ size_t large_usable_size(const void *p) {
     stripe_lock(s);
     size_t u = arena_usable(&s->arena, p);
     stripe_unlock(s);
-    return u;
+    return LARGE_GUARDED && u ? (size_t)(guard_of(p, u) - (uint8_t *)p) : u;
 }
 
 /* A block about to change size in place or move leaves its class: the
@@ -853,6 +883,7 @@ static bool leave_class(const void *p) {
 }
 
 void *large_resize_in_place(void *p, size_t size) {
+    if (LARGE_GUARDED) return NULL;   /* the guard would have to move: realloc copies */
     stripe_t *s = owner_of(p);
     if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
     if (!leave_class(p)) return NULL;
@@ -877,6 +908,7 @@ void *large_resize_in_place(void *p, size_t size) {
  * gets fresh pages so its reservation keeps no hole.  The new block's tail
  * keeps whatever it held (realloc leaves it unspecified). */
 void *large_realloc_move(void *p, size_t size) {
+    if (LARGE_GUARDED) return NULL;
     stripe_t *s = owner_of(p);
     if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
     if (size > CACHE_MAX && !leave_class(p)) return NULL;

@@ -135,6 +135,9 @@ int main(int argc, char **argv) {
         run(&r, "guard_overflow", NULL, NULL);
         if (WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSEGV) { printf("ok   [secure] guard page stops an overflow\n"); passes++; }
         else FAIL("guard_overflow: want SIGSEGV, got status %#x\nstderr: %s", r.status, r.err);
+        run(&r, "large_guard_overflow", NULL, NULL);     /* and one byte off a large block's end */
+        if (WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSEGV) { printf("ok   [secure] guard page after a large block\n"); passes++; }
+        else FAIL("large_guard_overflow: want SIGSEGV, got status %#x\nstderr: %s", r.status, r.err);
     }
     printf("%d passed, %d failed\n", passes, failures);
     return failures ? 1 : 0;

@@ -5,6 +5,7 @@
  * the victim then prints "heap_check <problems>" and "survived").
  * Cases are numbered as in the issue that asked for them (heap integrity).
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -112,6 +113,19 @@ int main(int argc, char **argv) {
         if (!last) return 4;
         say(last);
         for (size_t i = 0; i < 40000; i++) ((volatile char *)last)[i] = 1;   /* runs off the segment */
+    } else if (!strcmp(mode, "large_guard_overflow")) { /* hardened build: the guard after a large block */
+        char *p = malloc(300000);
+        if (!p) return 4;
+        size_t n = malloc_usable_size(p);
+        if (n < 300000) return 5;
+        memset(p, 1, n);                                /* all of it is usable */
+        char *q = realloc(p, 600000);                   /* copies (guarded blocks never grow in place) */
+        if (!q || q[299999] != 1) return 6;
+        free(q);
+        p = malloc(300000);
+        n = malloc_usable_size(p);
+        say(p);
+        ((volatile char *)p)[n] = 1;                    /* one byte past the end */
     } else if (!strcmp(mode, "arena_null_alloc")) {     /* 6 */
         say(NULL);
         void *x = strata_arena_alloc(launder(NULL), 64, 16);
