@@ -772,7 +772,15 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
     }
     if (LARGE_GUARDED) {
         size_t pg = os_page_size();
-        if (os_decommit(guard_of(p, usable), pg) != 0) strata_fatal("large: cannot protect a guard page");
+        if (os_guard(guard_of(p, usable), pg, true) != 0) {
+            /* out of mappings (vm.max_map_count): fail the allocation, unguarded never */
+            stripe_t *s = owner_of(p);
+            stripe_lock(s);
+            arena_free(&s->arena, p, NULL);
+            stripe_unlock(s);
+            errno = ENOMEM;
+            return NULL;
+        }
         usable = (size_t)(guard_of(p, usable) - (uint8_t *)p);
         size = usable;
     }
@@ -838,7 +846,7 @@ static noinline void free_slow(void *p) {
     if (LARGE_GUARDED) {
         /* the guard becomes memory again before the arena may hand it out */
         size_t u = arena_usable(&s->arena, p);
-        if (u && os_commit(guard_of(p, u), os_page_size()) != 0) strata_fatal("large: cannot lift a guard page");
+        if (u && os_guard(guard_of(p, u), os_page_size(), false) != 0) strata_fatal("large: cannot lift a guard page");
     }
     int r = arena_free(&s->arena, p, &usable);
     /* Under the lock: the range must not be handed out (and advised) again first. */

@@ -96,6 +96,10 @@ int os_decommit(void *addr, size_t size) {
     return p == MAP_FAILED ? errno : 0;
 }
 
+int os_guard(void *addr, size_t size, bool on) {
+    return mprotect(addr, size, on ? PROT_NONE : PROT_READ | PROT_WRITE) == 0 ? 0 : errno;
+}
+
 int os_free(void *addr, size_t size) {
     return munmap(addr, size) == 0 ? 0 : errno;
 }

@@ -25,6 +25,11 @@ int os_purge(void *addr, size_t size);
 /* Return the pages and make the range inaccessible (PROT_NONE). */
 int os_decommit(void *addr, size_t size);
 int os_free(void *addr, size_t size);
+/* A guard: make [addr, addr+size) (page aligned) inaccessible (on) or
+ * read/write again (off), keeping its pages.  mprotect, not a new mapping,
+ * so a lifted guard merges back into its neighbours' mapping and guards
+ * do not pile up in vm.max_map_count.  0 or an errno. */
+int os_guard(void *addr, size_t size, bool on);
 /* Grow or shrink a mapping, maybe moving it (mremap).  NULL on failure. */
 void *os_remap(void *addr, size_t old_size, size_t new_size);
 /* Moves the pages of [from, from+size) to [dst, dst+size) without copying
