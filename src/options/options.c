@@ -43,6 +43,7 @@ static const char *const limit_words[] = {"auto", NULL};
 static const char *const sb_policy_words[] = {"lazy", "aggressive", NULL};
 static const char *const sb_mech_words[] = {"auto", "uffd", "mprotect", NULL};
 static const char *const sb_direct_words[] = {"auto", "on", "off", NULL};
+static const char *const sb_zero_words[] = {"copy", "map", NULL};
 
 /* Keep in the order of strata_option_t. */
 static const opt_desc table[STRATA_OPTION_COUNT] = {
@@ -85,6 +86,8 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
     {"SB_MECHANISM", KIND_ENUM, 0, 0, 2, sb_mech_words, "storage-backed fault mechanism: auto, uffd, mprotect"},
     {"SB_DIRECT", KIND_ENUM, 0, 0, 2, sb_direct_words,
      "storage-backed file I/O: auto (direct under a memory limit), on (direct), off (buffered)"},
+    {"SB_ZERO", KIND_ENUM, 0, 0, 1, sb_zero_words,
+     "userfaultfd fill of fresh storage-backed pages: copy (zeros) or map (the zero page)"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];

@@ -18,6 +18,33 @@
 
 static inline off_t file_off(size_t g) { return (off_t)(g << sb.gran_shift); }
 
+/* Disk space is reserved only once the live blocks outgrow the budget:
+ * before that, memory holds everything and nothing needs the disk (a
+ * release writes back without a reservation, and a full disk then keeps
+ * the data in memory, as with STRATA_SB_NO_RESERVE).  At the crossing
+ * every live block is reserved, and from then on each new one; a group
+ * (whose budget other members share) reserves from the start.  Returns 0
+ * or the errno of the failed reservation of [g, g+n) or of a block before. */
+static int reserve(size_t g, size_t n, size_t allocated) {
+    if (sb.flags & STRATA_SB_NO_RESERVE) return 0;
+    if (!atomic_load_explicit(&sb.reserving, memory_order_acquire)) {
+        if (allocated <= (sb.budget_pages << sb.gran_shift)) return 0;
+        if (!atomic_exchange(&sb.reserving, true)) {
+            /* The live blocks before this one: heads up to the high-water mark. */
+            size_t hi = atomic_load(&sb.hiwater);
+            for (size_t h = 0; h < hi; h++) {
+                if ((sb_peek(h) & (ST_ALLOC | ST_HEAD)) != (ST_ALLOC | ST_HEAD) || h == g) continue;
+                size_t len = sb_block_size(sb_addr(h));
+                int e = len ? os_file_reserve(sb.fd, file_off(h), (off_t)len) : 0;
+                if (e && e != EOPNOTSUPP) return e;
+                if (len) h += (len >> sb.gran_shift) - 1;
+            }
+        }
+    }
+    int e = os_file_reserve(sb.fd, file_off(g), (off_t)(n << sb.gran_shift));
+    return e == EOPNOTSUPP ? 0 : e;
+}
+
 void *sb_alloc(size_t size, size_t align) {
     if (size == 0) size = 1;
     if (size > sb.space || align > sb.space) {
@@ -25,18 +52,19 @@ void *sb_alloc(size_t size, size_t align) {
         return NULL;
     }
     size_t rounded = (size + sb.gran - 1) & ~(sb.gran - 1);
-    size_t usable = 0;
+    size_t usable = 0, allocated = 0;
     pthread_mutex_lock(&sb.lock);
     uint8_t *p = arena_alloc(&sb.arena, rounded, align, &usable, NULL);
-    if (p) sb.allocated += usable;
+    if (p) allocated = sb.allocated += usable;
     pthread_mutex_unlock(&sb.lock);
     if (!p) {
         errno = ENOMEM;
         return NULL;
     }
     size_t g = sb_index(p), n = usable >> sb.gran_shift;
-    int e = sb.flags & STRATA_SB_NO_RESERVE ? 0 : os_file_reserve(sb.fd, file_off(g), (off_t)usable);
-    if (e && e != EOPNOTSUPP) {
+    int e = reserve(g, n, allocated);
+    if (e) {
+        (void)os_file_punch(sb.fd, file_off(g), (off_t)usable);
         pthread_mutex_lock(&sb.lock);
         arena_free(&sb.arena, p, NULL);
         sb.allocated -= usable;
@@ -81,7 +109,10 @@ static void drop_range(size_t g, size_t n, bool freeing) {
         size_t len = k << sb.gran_shift;
         if (sb.mech == STRATA_SB_MECH_MPROTECT) (void)os_sb_protect(a, len, OS_PROT_NONE);
         (void)os_sb_drop(a, len);
-        if (os_file_punch(sb.fd, file_off(g + i), (off_t)len) == 0)
+        /* Disk space is held by a reservation or by data written back. */
+        bool on_disk = atomic_load_explicit(&sb.reserving, memory_order_relaxed);
+        for (size_t j = 0; j < k && !on_disk; j++) on_disk = (states[j] & ST_FILE) != 0;
+        if (on_disk && os_file_punch(sb.fd, file_off(g + i), (off_t)len) == 0)
             atomic_store_explicit(&sb.stalled_until, 0, memory_order_relaxed);
         if (resident) sb_budget_give(resident);
         for (size_t j = 0; j < k; j++) sb_unlock(g + i + j, freeing ? 0 : (uint8_t)(states[j] & (ST_ALLOC | ST_HEAD)));
@@ -154,7 +185,10 @@ void *strata_sb_realloc(void *p, size_t size) {
     pthread_mutex_unlock(&sb.lock);
     if (grown) {
         size_t g = sb_index(p) + (old >> sb.gran_shift), n = (usable - old) >> sb.gran_shift;
-        if (!(sb.flags & STRATA_SB_NO_RESERVE)) (void)os_file_reserve(sb.fd, file_off(g), (off_t)(usable - old));
+        pthread_mutex_lock(&sb.lock);
+        size_t allocated = sb.allocated;
+        pthread_mutex_unlock(&sb.lock);
+        (void)reserve(g, n, allocated);
         for (size_t i = 0; i < n; i++) atomic_store(&sb.st[g + i], (uint8_t)ST_ALLOC);
         size_t hi = atomic_load(&sb.hiwater);
         while (hi < g + n && !atomic_compare_exchange_weak(&sb.hiwater, &hi, g + n)) {

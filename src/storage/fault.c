@@ -44,8 +44,7 @@
 #define SPACE_MAX ((size_t)1 << 40)      /* 1 TiB of address space, if we can have it */
 #define SPACE_MIN ((size_t)1 << 32)
 #define SPACE_ALIGN ((size_t)2 << 20)    /* the largest granule */
-#define LOAD_MAX 256                     /* granules per fault at most (on the stack) */
-#define ZERO_AHEAD 16                    /* fresh granules filled per first touch, budget permitting */
+#define LOAD_MAX 512                     /* granules per fault at most (on the stack) */
 
 static struct sigaction prev_segv, prev_bus;
 static bool handlers_installed;
@@ -72,16 +71,22 @@ int sb_fault(size_t g, bool write) {
     size_t n = 1;
     size_t hi = atomic_load_explicit(&sb.hiwater, memory_order_acquire);
     /* Aggressive reads load the rest of the block.  A first touch of fresh
-     * memory (nothing in the file) needs no I/O, so while the budget has
-     * room a few following fresh granules come with it: fewer faults for
-     * a program filling its arrays, and nothing evicted for them. */
+     * memory (nothing in the file) needs no I/O and, with userfaultfd, no
+     * memory until written (the zero page), so it takes the following
+     * fresh granules of the block too, as many as the budget has room for
+     * without evicting: a program filling an array pays one fault per
+     * LOAD_MAX granules, and every later write is the kernel's own fault. */
     size_t max = sb.load_max;
     uint8_t want = ST_ALLOC, mask = ST_ALLOC | ST_HEAD | ST_RES;
-    if (max == 1 && !(s & ST_FILE) &&
-        atomic_load_explicit(&sb.resident, memory_order_relaxed) + ZERO_AHEAD <= sb.budget_pages) {
-        max = ZERO_AHEAD;
-        mask |= ST_FILE;
+    if (!(s & ST_FILE)) {
+        size_t res = atomic_load_explicit(&sb.resident, memory_order_relaxed);
+        size_t room = res < sb.budget_pages ? sb.budget_pages - res : 0;
+        if (room > max) {
+            max = room < LOAD_MAX ? room : LOAD_MAX;
+            mask |= ST_FILE;
+        }
     }
+    if (max > LOAD_MAX) max = LOAD_MAX;
     while (n < max && g + n < hi) {
         int t = sb_trylock(g + n);
         if (t < 0) break;

@@ -67,6 +67,8 @@ typedef struct sb_state_s {
     int uffd, pagemap_fd, mem_fd;
     int mech;                   /* STRATA_SB_MECH_UFFD or _MPROTECT */
     bool wp_async;              /* uffd: written pages found by PAGEMAP_SCAN */
+    bool zero_copy;             /* uffd: fresh pages filled by copying zeros, not the zero page */
+    _Atomic bool reserving;     /* blocks get their disk space reserved (see api.c) */
     int read_policy, write_policy;
     unsigned flags;             /* STRATA_SB_NO_RESERVE */
     size_t budget_pages;
@@ -83,6 +85,7 @@ typedef struct sb_state_s {
     size_t scratch_size;        /* bytes per slot */
     _Atomic uint32_t scratch_used;
     uint8_t *zeros;
+    size_t zeros_size;
     pthread_mutex_t lock;       /* the arena and `allocated` */
     arena_t arena;
     size_t allocated;
