@@ -88,6 +88,8 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "storage-backed file I/O: auto (direct under a memory limit), on (direct), off (buffered)"},
     {"SB_ZERO", KIND_ENUM, 0, 0, 1, sb_zero_words,
      "userfaultfd fill of fresh storage-backed pages: copy (zeros) or map (the zero page)"},
+    {"SB_READAHEAD", KIND_INT, 0, 0, 64, NULL,
+     "storage-backed aggressive read: runs a helper thread reads ahead of a fault (0: none)"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];

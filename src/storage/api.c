@@ -62,6 +62,7 @@ void *sb_alloc(size_t size, size_t align) {
         return NULL;
     }
     size_t g = sb_index(p), n = usable >> sb.gran_shift;
+    if (allocated > (sb.budget_pages << sb.gran_shift)) sb_cleaner_start();
     int e = reserve(g, n, allocated);
     if (e) {
         (void)os_file_punch(sb.fd, file_off(g), (off_t)usable);
@@ -312,6 +313,7 @@ void strata_sb_stats(strata_sb_stats_t *out) {
     out->bytes_written = atomic_load(&sb.bytes_written);
     out->bytes_read = atomic_load(&sb.bytes_read);
     out->faults = atomic_load(&sb.faults);
+    out->prefetches = atomic_load(&sb.prefetches);
     out->write_faults = atomic_load(&sb.write_faults);
     out->evictions = atomic_load(&sb.evictions);
     out->io_ns = atomic_load(&sb.io_ns);

@@ -23,6 +23,7 @@
 #define MPROTECT_MAX_GRANULES 8192
 #define GRAN_MAX ((size_t)2 << 20)
 #define SCRATCH_MIN ((size_t)128 << 10)
+#define SCRATCH_MAX ((size_t)1 << 20)
 #define ZEROS_MIN ((size_t)4 << 20)
 
 sb_state sb = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .uffd = -1, .pagemap_fd = -1, .mem_fd = -1};
@@ -181,8 +182,20 @@ static int setup(const strata_sb_config *c) {
     }
     sb.evict_batch = sb.budget_pages / 64 ? sb.budget_pages / 64 : 1;
     if (sb.evict_batch > 256) sb.evict_batch = 256;
+    /* Two evictions' worth, at most an eighth of the budget. */
+    sb.clean_room = 2 * sb.evict_batch <= sb.budget_pages / 8 ? 2 * sb.evict_batch : sb.budget_pages / 8;
+    /* Read-ahead (STRATA_SB_READAHEAD runs, off by default: measured
+     * slower, the cleaner's reads and a fault waiting on them serialise),
+     * at most a quarter of the budget. */
+    sb.prefetch_runs = sb.load_max > 1 ? sb.budget_pages / 4 / sb.load_max : 0;
+    if (sb.prefetch_runs > (size_t)opt(STRATA_OPTION_SB_READAHEAD)) sb.prefetch_runs = (size_t)opt(STRATA_OPTION_SB_READAHEAD);
     size_t ps = os_page_size();
-    sb.scratch_size = gran > SCRATCH_MIN ? gran : SCRATCH_MIN;
+    /* A slot holds a whole aggressive run (one read), up to SCRATCH_MAX;
+     * its pages are touched only as reads use them. */
+    size_t run = sb.load_max << sb.gran_shift;
+    sb.scratch_size = run < SCRATCH_MAX ? run : SCRATCH_MAX;
+    if (sb.scratch_size < SCRATCH_MIN) sb.scratch_size = SCRATCH_MIN;
+    if (sb.scratch_size < gran) sb.scratch_size = gran;
     sb.st = os_alloc_aligned((sb.npages + ps - 1) & ~(ps - 1), ps);
     sb.scratch = os_alloc_aligned(sb.scratch_size * SB_SCRATCH_SLOTS, ps);
     /* Address space only: its reads are the zero page.  Large, so that a
@@ -203,6 +216,7 @@ static int setup(const strata_sb_config *c) {
     atomic_store(&sb.bytes_written, 0);
     atomic_store(&sb.bytes_read, 0);
     atomic_store(&sb.faults, 0);
+    atomic_store(&sb.prefetches, 0);
     atomic_store(&sb.write_faults, 0);
     atomic_store(&sb.evictions, 0);
     atomic_store(&sb.io_ns, 0);
@@ -266,6 +280,7 @@ int strata_sb_shutdown(void) {
         goto out;
     }
     atomic_store(&sb.ready, 0);
+    sb_cleaner_stop(true);
     sb_group_leave();
     arena_destroy(&sb.arena);
     pthread_mutex_unlock(&sb.lock);

@@ -49,33 +49,21 @@
 static struct sigaction prev_segv, prev_bus;
 static bool handlers_installed;
 
-int sb_fault(size_t g, bool write) {
-    uint8_t s = sb_lock(g);
-    if (!(s & ST_ALLOC)) {
-        sb_unlock(g, s);
-        return -1;
-    }
-    if (s & ST_RES) {
-        /* mprotect mode: the first write to a clean page.  Otherwise another
-         * thread loaded it, or an eviction we waited for failed. */
-        if (sb.mech == STRATA_SB_MECH_MPROTECT && write && !(s & ST_DIRTY)) {
-            (void)os_sb_protect(sb_addr(g), sb.gran, OS_PROT_RW);
-            s |= ST_DIRTY;
-            atomic_fetch_add_explicit(&sb.write_faults, 1, memory_order_relaxed);
-        }
-        sb_unlock(g, s);
-        return 0;
-    }
+/* Loads a run from g, which we hold locked (state s, not resident), and
+ * unlocks it; returns the granules loaded.  The run: the following
+ * granules of the block that are not resident, up to load_max (the
+ * aggressive read policy's run).  A first touch of fresh memory (nothing
+ * in the file) needs no I/O, so it takes the following fresh granules
+ * too, as many as the budget has room for without evicting, up to
+ * LOAD_MAX: a program filling an array pays one fault per LOAD_MAX
+ * granules.  A fault that loads a full aggressive run from the file asks
+ * the cleaner to read the next runs ahead (sb_prefetch): a sweep then
+ * finds most runs resident. */
+static size_t load_locked(size_t g, uint8_t s, bool write, bool prefetch) {
     uint8_t states[LOAD_MAX];
     states[0] = s;
     size_t n = 1;
     size_t hi = atomic_load_explicit(&sb.hiwater, memory_order_acquire);
-    /* Aggressive reads load the rest of the block.  A first touch of fresh
-     * memory (nothing in the file) needs no I/O and, with userfaultfd, no
-     * memory until written (the zero page), so it takes the following
-     * fresh granules of the block too, as many as the budget has room for
-     * without evicting: a program filling an array pays one fault per
-     * LOAD_MAX granules, and every later write is the kernel's own fault. */
     size_t max = sb.load_max;
     uint8_t want = ST_ALLOC, mask = ST_ALLOC | ST_HEAD | ST_RES;
     if (!(s & ST_FILE)) {
@@ -96,10 +84,47 @@ int sb_fault(size_t g, bool write) {
         }
         states[n++] = (uint8_t)t;
     }
+    bool from_file = false;
+    for (size_t i = 0; i < n && !from_file; i++) from_file = (states[i] & ST_FILE) != 0;
     sb_budget_take(n);
     sb_load_run(g, n, states, write);
     for (size_t i = 0; i < n; i++) sb_unlock(g + i, states[i]);
+    if (prefetch) atomic_fetch_add_explicit(&sb.prefetches, 1, memory_order_relaxed);
+    else atomic_fetch_add_explicit(&sb.faults, 1, memory_order_relaxed);
+    if (!prefetch && from_file && n == sb.load_max && sb.load_max > 1) sb_cleaner_prefetch(g + n);
+    return n;
+}
+
+int sb_fault(size_t g, bool write) {
+    uint8_t s = sb_lock(g);
+    if (!(s & ST_ALLOC)) {
+        sb_unlock(g, s);
+        return -1;
+    }
+    if (s & ST_RES) {
+        /* mprotect mode: the first write to a clean page.  Otherwise another
+         * thread loaded it, or an eviction we waited for failed. */
+        if (sb.mech == STRATA_SB_MECH_MPROTECT && write && !(s & ST_DIRTY)) {
+            (void)os_sb_protect(sb_addr(g), sb.gran, OS_PROT_RW);
+            s |= ST_DIRTY;
+            atomic_fetch_add_explicit(&sb.write_faults, 1, memory_order_relaxed);
+        }
+        sb_unlock(g, s);
+        return 0;
+    }
+    load_locked(g, s, write, false);
     return 0;
+}
+
+int sb_prefetch(size_t g) {
+    if (g >= atomic_load_explicit(&sb.hiwater, memory_order_acquire)) return 0;
+    int s = sb_trylock(g);
+    if (s < 0) return 0;
+    if ((s & (ST_ALLOC | ST_HEAD | ST_RES)) != ST_ALLOC) {   /* not the rest of a block, or there */
+        sb_unlock(g, (uint8_t)s);
+        return 0;
+    }
+    return (int)load_locked(g, (uint8_t)s, false, true);
 }
 
 static void chain(int sig, siginfo_t *si, void *ctx) {

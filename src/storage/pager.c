@@ -118,7 +118,6 @@ void sb_load_run(size_t g, size_t n, uint8_t *states, bool write) {
      * what PAGEMAP_SCAN reports. */
     bool dirty = !track || (write && sb.mech == STRATA_SB_MECH_MPROTECT);
     for (size_t i = 0; i < n; i++) states[i] |= (uint8_t)(ST_RES | (dirty ? ST_DIRTY : 0));
-    atomic_fetch_add_explicit(&sb.faults, 1, memory_order_relaxed);
 }
 
 /* Adds to states[] the granules PAGEMAP_SCAN finds written, re-protecting

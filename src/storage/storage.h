@@ -74,6 +74,8 @@ typedef struct sb_state_s {
     size_t budget_pages;
     size_t load_max;            /* granules loaded at most per fault (aggressive read) */
     size_t evict_batch;         /* granules evicted at least per eviction */
+    size_t clean_room;          /* granules the cleaner keeps free (0: no cleaner) */
+    size_t prefetch_runs;       /* aggressive read: runs the cleaner reads ahead of a fault */
     _Atomic size_t resident;    /* granules resident or being loaded */
     _Atomic size_t hand;        /* the eviction clock */
     _Atomic size_t hiwater;     /* no block beyond this granule */
@@ -93,7 +95,7 @@ typedef struct sb_state_s {
     struct sb_group_s *group;   /* the node-wide table (STRATA_SB_GROUP), or NULL */
     struct sb_member_s *me;     /* this process's slot in it */
     /* statistics */
-    _Atomic uint64_t bytes_written, bytes_read, faults, write_faults, evictions, io_ns, over_budget,
+    _Atomic uint64_t bytes_written, bytes_read, faults, prefetches, write_faults, evictions, io_ns, over_budget,
         writeback_failures;
 } sb_state;
 
@@ -134,6 +136,13 @@ int sb_evict_run(size_t g, size_t n, uint8_t *states);
  * locked) as needed; exceeds the budget only when nothing can be evicted. */
 void sb_budget_take(size_t n);
 void sb_budget_give(size_t n);
+/* The cleaner thread (started once the blocks outgrow the budget, not in
+ * a group); stop joins it, or only forgets it (join false: a forked child,
+ * where it does not exist). */
+void sb_cleaner_start(void);
+void sb_cleaner_stop(bool join);
+/* Asks the cleaner to read the run from g ahead (async-signal-safe). */
+void sb_cleaner_prefetch(size_t g);
 /* Evicts every unpinned resident granule in [from, to); returns granules. */
 size_t sb_evict_range(size_t from, size_t to, bool include_pinned);
 
@@ -160,6 +169,9 @@ void sb_mechanism_fini(void);
 /* Makes granule g resident (the fault path, also used by acquire).
  * Returns 0, or -1 when g is not part of a live block. */
 int sb_fault(size_t g, bool write);
+/* Loads the run from g ahead of use if it is the non-resident rest of a
+ * block and nobody holds g (the cleaner's read-ahead); granules loaded. */
+int sb_prefetch(size_t g);
 
 /* ---- config.c ----------------------------------------------------------- */
 /* Initialises from the environment if nothing initialised it yet: 0 or errno. */

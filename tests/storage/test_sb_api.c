@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -232,6 +233,47 @@ static void test_zero_fill(int zero_mode) {
     CHECK(strata_option_set(STRATA_OPTION_SB_ZERO, 0) == 0);
 }
 
+/* Threads of this process named name. */
+static int threads_named(const char *name) {
+    int n = 0;
+    char path[320], comm[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)getpid());
+    DIR *d = opendir(path);
+    CHECK(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)getpid(), e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(comm, sizeof comm, f) && !strncmp(comm, name, strlen(name))) n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* The cleaner thread starts when the blocks outgrow the budget (not
+ * before: a program that fits pays nothing) and stops at shutdown. */
+static void test_cleaner(void) {
+    strata_sb_config c = config(1u << 20);
+    sb_init_or_skip(&c);
+    char *a = strata_sb_malloc(512u << 10);
+    CHECK(a);
+    CHECK(threads_named("strata-sb-clean") == 0);
+    char *b = strata_sb_malloc(4u << 20);
+    CHECK(b);
+    CHECK(threads_named("strata-sb-clean") == 1);
+    for (size_t i = 0; i < (4u << 20); i += 64) b[i] = (char)(i / 64);
+    for (size_t i = 0; i < (4u << 20); i += 64) CHECK(b[i] == (char)(i / 64));
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    CHECK(st.resident <= st.budget && st.evictions > 0);
+    strata_sb_free(a);
+    strata_sb_free(b);
+    CHECK(strata_sb_shutdown() == 0);
+    CHECK(threads_named("strata-sb-clean") == 0);
+}
+
 int main(int argc, char **argv) {
     mech = parse_mech(argc > 1 ? argv[1] : "auto");
     dir = getenv("TEST_SB_DIR");
@@ -240,6 +282,7 @@ int main(int argc, char **argv) {
     test_blocks();
     test_zero_fill(0);
     test_zero_fill(1);
+    test_cleaner();
     test_syscalls();
     test_bad_pointers();
     test_auto_budget();
