@@ -34,6 +34,7 @@ struct os_pm_scan_arg {
 #define OS_PM_SCAN_WP_MATCHING (1u << 0)
 #define OS_PM_SCAN_CHECK_WPASYNC (1u << 1)
 #define OS_PAGE_IS_WRITTEN (1u << 1)
+#define OS_PAGE_IS_PRESENT (1u << 3)
 #define OS_PAGE_IS_PFNZERO (1u << 5)
 
 void *os_sb_reserve(size_t len, size_t align, bool accessible) {
@@ -133,7 +134,9 @@ long os_pagemap_written(int pagemap_fd, uintptr_t start, uintptr_t end, uintptr_
             .vec = (uintptr_t)vec,
             .vec_len = want,
             .category_inverted = OS_PAGE_IS_PFNZERO,
-            .category_mask = OS_PAGE_IS_WRITTEN | OS_PAGE_IS_PFNZERO,
+            /* Written, present (a page never filled counts as written
+             * too), and not the zero page. */
+            .category_mask = OS_PAGE_IS_WRITTEN | OS_PAGE_IS_PRESENT | OS_PAGE_IS_PFNZERO,
             .return_mask = OS_PAGE_IS_WRITTEN,
         };
         long n = ioctl(pagemap_fd, OS_PAGEMAP_SCAN, &a);

@@ -7,6 +7,8 @@
 #define _GNU_SOURCE 1
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "../options/options.h"
@@ -136,7 +138,7 @@ void sb_free_block(void *p) {
 }
 
 void *strata_sb_malloc(size_t size) {
-    if (sb_ensure_init()) {
+    if (sb_in_forked_child("strata_sb_malloc()") || sb_ensure_init()) {
         errno = ENOMEM;
         return NULL;
     }
@@ -153,7 +155,7 @@ void *strata_sb_calloc(size_t count, size_t size) {
 }
 
 void strata_sb_free(void *p) {
-    if (!p) return;
+    if (!p || sb_in_forked_child(NULL)) return;   /* the child's copy goes with it */
     if (!sb_in_space(p)) {
         strata_error("sb_free(): not a storage-backed block", p);
         return;
@@ -161,12 +163,16 @@ void strata_sb_free(void *p) {
     sb_free_block(p);
 }
 
-size_t strata_sb_usable_size(const void *p) { return sb_block_size(p); }
+size_t strata_sb_usable_size(const void *p) { return sb_in_forked_child(NULL) ? 0 : sb_block_size(p); }
 
 int strata_sb_owns(const void *p) { return sb_in_space(p) && (sb_peek(sb_index(p)) & ST_ALLOC); }
 
 void *strata_sb_realloc(void *p, size_t size) {
     if (!p) return strata_sb_malloc(size);
+    if (sb_in_forked_child("strata_sb_realloc()")) {
+        errno = ENOMEM;
+        return NULL;
+    }
     if (size == 0) {
         strata_sb_free(p);
         return NULL;
@@ -207,6 +213,7 @@ void *strata_sb_realloc(void *p, size_t size) {
  * EINVAL with the error reported as `what`. */
 static int range_of(const void *p, size_t len, const char *what, size_t *g0, size_t *g1) {
     const uint8_t *a = p;
+    if (sb_in_forked_child(what)) return EPERM;
     if (!p || len == 0 || !sb_in_space(p) || len > (size_t)(sb.base + sb.space - a)) goto bad;
     *g0 = sb_index(a);
     *g1 = sb_index(a + len - 1) + 1;
@@ -220,7 +227,8 @@ bad:
 
 int strata_sb_acquire(void *p, size_t len, int mode) {
     size_t g0, g1;
-    if (range_of(p, len, "strata_sb_acquire()", &g0, &g1)) return EINVAL;
+    int bad = range_of(p, len, "strata_sb_acquire()", &g0, &g1);
+    if (bad) return bad;
     size_t pinned = 0;
     for (size_t g = g0; g < g1; g++) pinned += !(sb_peek(g) & ST_PIN);
     if (pinned > sb.budget_pages) {
@@ -245,14 +253,16 @@ int strata_sb_acquire(void *p, size_t len, int mode) {
 
 int strata_sb_unpin(void *p, size_t len) {
     size_t g0, g1;
-    if (range_of(p, len, "strata_sb_unpin()", &g0, &g1)) return EINVAL;
+    int bad = range_of(p, len, "strata_sb_unpin()", &g0, &g1);
+    if (bad) return bad;
     for (size_t g = g0; g < g1; g++) sb_unlock(g, (uint8_t)(sb_lock(g) & ~ST_PIN));
     return 0;
 }
 
 int strata_sb_release(void *p, size_t len) {
     size_t g0, g1;
-    if (range_of(p, len, "strata_sb_release()", &g0, &g1)) return EINVAL;
+    int bad = range_of(p, len, "strata_sb_release()", &g0, &g1);
+    if (bad) return bad;
     sb_evict_range(g0, g1, true);
     for (size_t g = g0; g < g1; g++)
         if (sb_peek(g) & ST_RES) return EIO;   /* a write-back failed: the data stayed */
@@ -260,13 +270,14 @@ int strata_sb_release(void *p, size_t len) {
 }
 
 size_t strata_sb_release_all(void) {
-    if (!atomic_load_explicit(&sb.ready, memory_order_acquire)) return 0;
+    if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || sb_in_forked_child(NULL)) return 0;
     return sb_evict_range(0, atomic_load(&sb.hiwater), false) << sb.gran_shift;
 }
 
 int strata_sb_discard(void *p, size_t len) {
     size_t g0, g1;
-    if (range_of(p, len, "strata_sb_discard()", &g0, &g1)) return EINVAL;
+    int bad = range_of(p, len, "strata_sb_discard()", &g0, &g1);
+    if (bad) return bad;
     /* Only granules wholly inside the range: the bytes around it keep their data. */
     const uint8_t *a = p;
     if (a != sb_addr(g0)) g0++;
@@ -302,7 +313,7 @@ static uint64_t count_dirty(void) {
 
 void strata_sb_stats(strata_sb_stats_t *out) {
     memset(out, 0, sizeof *out);
-    if (!atomic_load_explicit(&sb.ready, memory_order_acquire)) return;
+    if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || sb_in_forked_child(NULL)) return;
     out->budget = (uint64_t)sb.budget_pages << sb.gran_shift;
     out->granularity = sb.gran;
     pthread_mutex_lock(&sb.lock);
@@ -324,4 +335,55 @@ void strata_sb_stats(strata_sb_stats_t *out) {
     out->group_members = sb_group_members();
     out->group_budget = sb_group_budget();
     out->group_resident = sb_group_total();
+}
+
+/* Bytes as the statistics print them (like src/stats: B, KiB, MiB, GiB). */
+static const char *human(char *buf, size_t size, uint64_t v) {
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    double d = (double)v;
+    while (d >= 1024 && u < 4) {
+        d /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(buf, size, "%llu B", (unsigned long long)v);
+    else snprintf(buf, size, "%.1f %s", d, unit[u]);
+    return buf;
+}
+
+void sb_stats_print_at_exit(void) {
+    if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || sb_in_forked_child(NULL)) return;
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    char out[2048], a[32], b[32], c[32], d[32], e[32], f[32];
+    int n = snprintf(out, sizeof out,
+                     "strata: storage-backed memory (%s%s, page %s, read %s, write %s):\n"
+                     "  sb_budget      %10s   resident bytes at most%s\n"
+                     "  sb_allocated   %10s   bytes in live storage-backed blocks\n"
+                     "  sb_resident    %10s   resident now (dirty %s)\n"
+                     "  sb_written     %10s   written back to the file, cumulative\n"
+                     "  sb_read        %10s   read back from the file, cumulative\n"
+                     "  sb_faults      %10llu   loads on access (prefetches %llu, write faults %llu)\n"
+                     "  sb_evictions   %10llu   storage pages dropped to make room\n"
+                     "  sb_io_ms       %10llu   time in file reads and writes\n"
+                     "  sb_over_budget %10llu   loads that found nothing evictable (write-back failures %llu)\n",
+                     st.mechanism == STRATA_SB_MECH_UFFD ? "userfaultfd" : "mprotect",
+                     st.wp_async ? " with PAGEMAP_SCAN" : "", human(a, sizeof a, st.granularity),
+                     sb.read_policy ? "aggressive" : "lazy", sb.write_policy ? "aggressive" : "lazy",
+                     human(b, sizeof b, st.budget), st.group_members ? " (of the group)" : "",
+                     human(c, sizeof c, st.allocated), human(d, sizeof d, st.resident), human(e, sizeof e, st.dirty),
+                     human(f, sizeof f, st.bytes_written), human(a, sizeof a, st.bytes_read),
+                     (unsigned long long)st.faults, (unsigned long long)st.prefetches,
+                     (unsigned long long)st.write_faults, (unsigned long long)st.evictions,
+                     (unsigned long long)(st.io_ns / 1000000), (unsigned long long)st.over_budget,
+                     (unsigned long long)st.writeback_failures);
+    if (n > 0 && st.group_members)
+        n += snprintf(out + n, sizeof out - (size_t)n, "  sb_group       %10d   live members, %s of the group's %s resident\n",
+                      st.group_members, human(a, sizeof a, st.group_resident), human(b, sizeof b, st.group_budget));
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof out ? (size_t)n : sizeof out - 1;
+    for (size_t done = 0; done < len;) {
+        ssize_t w = write(STDERR_FILENO, out + done, len - done);
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
 }

@@ -149,6 +149,24 @@ static void unmap_tables(void) {
     sb.scratch = sb.zeros = NULL;
 }
 
+static _Atomic int child_said;
+
+bool sb_in_forked_child(const char *what) {
+    if (!atomic_load_explicit(&sb.forked, memory_order_relaxed)) return false;
+    if (what && !atomic_exchange(&child_said, 1))
+        strata_message("strata: %s: storage-backed memory is not available in a forked child (pid %d)\n", what,
+                       (int)getpid());
+    return true;
+}
+
+/* Runs in the child of fork, before fork returns there: see storage.h. */
+static void fork_child(void) {
+    if (!atomic_load(&sb.ready)) return;
+    atomic_store(&sb.forked, true);
+    atomic_store(&child_said, 0);
+    (void)os_sb_protect(sb.base, sb.space, OS_PROT_NONE);
+}
+
 static int setup(const strata_sb_config *c) {
     size_t budget = 0, gran = 0;
     int e = check(c, &budget, &gran);
@@ -228,6 +246,8 @@ static int setup(const strata_sb_config *c) {
     const char *group = c->group ? c->group : env("STRATA_SB_GROUP");
     if (group && *group && (e = sb_group_join(group, sb.budget_pages << sb.gran_shift)) != 0) goto fail_arena;
     atomic_store(&sb.reserving, sb.group != NULL);
+    static bool fork_handler;
+    if (!fork_handler) fork_handler = pthread_atfork(NULL, NULL, fork_child) == 0;
     atomic_store_explicit(&sb.ready, 1, memory_order_release);
     if (opt(STRATA_OPTION_VERBOSE))
         strata_message("strata: storage-backed memory in %s%s: budget %zu MiB%s%s, page %zu KiB, %s%s, read %s, write %s\n",
@@ -248,6 +268,7 @@ fail_file:
 }
 
 int strata_sb_init(const strata_sb_config *config) {
+    if (sb_in_forked_child("strata_sb_init()")) return EPERM;
     pthread_mutex_lock(&init_lock);
     int e = EBUSY;
     if (!atomic_load(&sb.ready)) {
@@ -268,6 +289,7 @@ int sb_ensure_init(void) {
 }
 
 int strata_sb_shutdown(void) {
+    if (sb_in_forked_child(NULL)) return EBUSY;
     pthread_mutex_lock(&init_lock);
     int e = 0;
     if (!atomic_load(&sb.ready)) goto out;

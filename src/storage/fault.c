@@ -145,7 +145,10 @@ static void chain(int sig, siginfo_t *si, void *ctx) {
 static void on_fault(int sig, siginfo_t *si, void *ctx) {
     int saved = errno;
     void *addr = si->si_addr;
-    if (sb_in_space(addr)) {
+    if (sb_in_space(addr) && sb_in_forked_child(NULL)) {
+        strata_message("strata: storage-backed memory touched in a forked child at %p: it is not available "
+                       "after fork (docs/storage.md)\n", addr);
+    } else if (sb_in_space(addr)) {
         bool write = false;
 #if defined(__x86_64__)
         /* The page-fault error code: bit 1 set for a write. */

@@ -69,6 +69,7 @@ typedef struct sb_state_s {
     bool wp_async;              /* uffd: written pages found by PAGEMAP_SCAN */
     bool zero_copy;             /* uffd: fresh pages filled by copying zeros, not the zero page */
     _Atomic bool reserving;     /* blocks get their disk space reserved (see api.c) */
+    _Atomic bool forked;        /* this is a forked child: storage-backed memory is off (config.c) */
     int read_policy, write_policy;
     unsigned flags;             /* STRATA_SB_NO_RESERVE */
     size_t budget_pages;
@@ -181,6 +182,15 @@ int sb_ensure_init(void);
  * with os_memory_limit() (issue 9). */
 size_t sb_auto_budget(void);
 size_t sb_physical_memory(void);
+
+/* In a forked child (fork without exec) storage-backed memory is off: the
+ * child would share the parent's backing file (a free or a write-back
+ * there would destroy the parent's data) and, with userfaultfd, would read
+ * zeros for evicted pages.  So the child's copy of the space is made
+ * inaccessible; a touch dies with a one-line message, frees are no-ops,
+ * and new big blocks come from ordinary memory.  True (and says so once,
+ * naming what) in such a child. */
+bool sb_in_forked_child(const char *what);
 
 /* ---- api.c: used by preload.c ------------------------------------------- */
 void *sb_alloc(size_t size, size_t align);

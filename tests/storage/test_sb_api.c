@@ -222,6 +222,7 @@ static void test_zero_fill(int zero_mode) {
     uint64_t before = st.bytes_written;
     CHECK(strata_sb_release_all() > 0);
     strata_sb_stats(&st);
+    CHECK(st.resident == 0 && st.dirty == 0);   /* nothing resident, nothing dirty */
     uint64_t wrote = st.bytes_written - before;
     printf("zero fill %s: wrote %llu KiB back after writing %zu KiB\n", zero_mode ? "map" : "copy",
            (unsigned long long)wrote >> 10, len / 2 >> 10);
