@@ -64,7 +64,10 @@ void *sb_alloc(size_t size, size_t align) {
         return NULL;
     }
     size_t g = sb_index(p), n = usable >> sb.gran_shift;
-    if (allocated > (sb.budget_pages << sb.gran_shift)) sb_cleaner_start();
+    if (allocated > (sb.budget_pages << sb.gran_shift)) {
+        atomic_store(&sb.outgrown, true);
+        sb_cleaner_start();
+    }
     int e = reserve(g, n, allocated);
     if (e) {
         (void)os_file_punch(sb.fd, file_off(g), (off_t)usable);
@@ -195,6 +198,10 @@ void *strata_sb_realloc(void *p, size_t size) {
         pthread_mutex_lock(&sb.lock);
         size_t allocated = sb.allocated;
         pthread_mutex_unlock(&sb.lock);
+        if (allocated > (sb.budget_pages << sb.gran_shift)) {
+            atomic_store(&sb.outgrown, true);
+            sb_cleaner_start();
+        }
         (void)reserve(g, n, allocated);
         for (size_t i = 0; i < n; i++) atomic_store(&sb.st[g + i], (uint8_t)ST_ALLOC);
         size_t hi = atomic_load(&sb.hiwater);

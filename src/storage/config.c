@@ -246,6 +246,7 @@ static int setup(const strata_sb_config *c) {
     const char *group = c->group ? c->group : env("STRATA_SB_GROUP");
     if (group && *group && (e = sb_group_join(group, sb.budget_pages << sb.gran_shift)) != 0) goto fail_arena;
     atomic_store(&sb.reserving, sb.group != NULL);
+    atomic_store(&sb.outgrown, sb.group != NULL);
     static bool fork_handler;
     if (!fork_handler) fork_handler = pthread_atfork(NULL, NULL, fork_child) == 0;
     atomic_store_explicit(&sb.ready, 1, memory_order_release);

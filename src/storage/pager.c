@@ -97,7 +97,7 @@ static void fill(uint8_t *dst, size_t len, bool from_file, bool wp) {
     if (slot >= 0) scratch_put(slot);
 }
 
-void sb_load_run(size_t g, size_t n, uint8_t *states, bool write) {
+static void load_part(size_t g, size_t n, uint8_t *states, bool write) {
     bool track = tracking_writes();
     /* uffd: a page installed without write-protection counts as written. */
     bool wp = track && sb.mech == STRATA_SB_MECH_UFFD && !write;
@@ -118,6 +118,23 @@ void sb_load_run(size_t g, size_t n, uint8_t *states, bool write) {
      * what PAGEMAP_SCAN reports. */
     bool dirty = !track || (write && sb.mech == STRATA_SB_MECH_MPROTECT);
     for (size_t i = 0; i < n; i++) states[i] |= (uint8_t)(ST_RES | (dirty ? ST_DIRTY : 0));
+}
+
+void sb_load_run(size_t g, size_t n, uint8_t *states, bool write) {
+    /* userfaultfd with writes tracked, once the blocks have outgrown the
+     * budget (so pages can be evicted): only the granule being written is
+     * installed writable (counted written); the rest of the run comes
+     * write-protected, clean until written, so a run filled ahead of a
+     * write costs no write-back unless the program writes it (a later
+     * write there is the kernel's fault, WP_ASYNC, no signal).  Before,
+     * nothing is evicted and the whole run is installed writable: a first
+     * write to each page would cost a fault for nothing. */
+    if (n > 1 && write && sb.wp_async && tracking_writes() && atomic_load_explicit(&sb.outgrown, memory_order_relaxed)) {
+        load_part(g, 1, states, true);
+        load_part(g + 1, n - 1, states + 1, false);
+        return;
+    }
+    load_part(g, n, states, write);
 }
 
 /* Adds to states[] the granules PAGEMAP_SCAN finds written, re-protecting

@@ -69,6 +69,7 @@ typedef struct sb_state_s {
     bool wp_async;              /* uffd: written pages found by PAGEMAP_SCAN */
     bool zero_copy;             /* uffd: fresh pages filled by copying zeros, not the zero page */
     _Atomic bool reserving;     /* blocks get their disk space reserved (see api.c) */
+    _Atomic bool outgrown;      /* live blocks have passed the budget at some time (or a group) */
     _Atomic bool forked;        /* this is a forked child: storage-backed memory is off (config.c) */
     int read_policy, write_policy;
     unsigned flags;             /* STRATA_SB_NO_RESERVE */
