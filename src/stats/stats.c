@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "../os/os.h"
-#include "../storage/preload.h"
 
 stats_global_t stats;
 _Atomic(int64_t) stats_class_live[STATS_CLASSES];
@@ -139,7 +138,6 @@ void stats_print_at_exit(void) {
         if (w <= 0) break;
         done += (size_t)w;
     }
-    sb_stats_print_at_exit();
 }
 
 size_t strata_stats_json(char *buf, size_t size) {
