@@ -66,6 +66,7 @@ int main(int argc, char **argv) {
         stats(&st);
         if (st.mechanism) {
             bench_metric("sb_faults", (double)st.faults);
+            bench_metric("sb_prefetches", (double)st.prefetches);
             bench_metric("sb_written_mib", (double)st.bytes_written / 1048576.0);
             bench_metric("sb_read_mib", (double)st.bytes_read / 1048576.0);
             bench_metric("sb_io_s", (double)st.io_ns * 1e-9);

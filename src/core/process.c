@@ -18,6 +18,7 @@
 
 #include "../large/large.h"
 #include "../stats/stats.h"
+#include "../storage/preload.h"
 
 _Atomic(bool) strata_ready;
 bool strata_check_mode;
@@ -57,7 +58,10 @@ void strata_process_init(void) {
 }
 
 static void at_exit(void) {
-    if (opt(STRATA_OPTION_SHOW_STATS)) stats_print_at_exit();
+    if (opt(STRATA_OPTION_SHOW_STATS)) {
+        stats_print_at_exit();
+        sb_stats_print_at_exit();   /* storage-backed lines, when it was used */
+    }
 }
 
 __attribute__((constructor(101))) static void strata_constructor(void) {

@@ -43,6 +43,7 @@ static const char *const limit_words[] = {"auto", NULL};
 static const char *const sb_policy_words[] = {"lazy", "aggressive", NULL};
 static const char *const sb_mech_words[] = {"auto", "uffd", "mprotect", NULL};
 static const char *const sb_direct_words[] = {"auto", "on", "off", NULL};
+static const char *const sb_zero_words[] = {"copy", "map", NULL};
 
 /* Keep in the order of strata_option_t. */
 static const opt_desc table[STRATA_OPTION_COUNT] = {
@@ -89,6 +90,10 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "microseconds a channel wait spins before it blocks in the kernel"},
     {"CHAN_PUSH", KIND_BOOL, 0, 0, 1, NULL,
      "channels created here move large messages by the sender's process_vm_writev, not the receiver's readv"},
+    {"SB_ZERO", KIND_ENUM, 0, 0, 1, sb_zero_words,
+     "userfaultfd fill of fresh storage-backed pages: copy (zeros) or map (the zero page)"},
+    {"SB_READAHEAD", KIND_INT, 0, 0, 64, NULL,
+     "storage-backed aggressive read: runs a helper thread reads ahead of a fault (0: none)"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];

@@ -34,6 +34,8 @@ struct os_pm_scan_arg {
 #define OS_PM_SCAN_WP_MATCHING (1u << 0)
 #define OS_PM_SCAN_CHECK_WPASYNC (1u << 1)
 #define OS_PAGE_IS_WRITTEN (1u << 1)
+#define OS_PAGE_IS_PRESENT (1u << 3)
+#define OS_PAGE_IS_PFNZERO (1u << 5)
 
 void *os_sb_reserve(size_t len, size_t align, bool accessible) {
     void *p = os_reserve_aligned(len, align);
@@ -107,6 +109,17 @@ int os_uffd_copy(int uffd, void *dst, const void *src, size_t len, bool wp) {
     return 0;
 }
 
+int os_uffd_zeropage(int uffd, void *dst, size_t len) {
+    size_t done = 0;
+    while (done < len) {
+        struct uffdio_zeropage z = {.range = {.start = (uintptr_t)dst + done, .len = len - done}};
+        if (ioctl(uffd, UFFDIO_ZEROPAGE, &z) == 0) return 0;
+        if (z.zeropage > 0) done += (size_t)z.zeropage;
+        else if (errno != EAGAIN) return errno;
+    }
+    return 0;
+}
+
 long os_pagemap_written(int pagemap_fd, uintptr_t start, uintptr_t end, uintptr_t *runs, size_t cap, bool rearm) {
     struct os_page_region vec[32];
     long total = 0;
@@ -120,7 +133,10 @@ long os_pagemap_written(int pagemap_fd, uintptr_t start, uintptr_t end, uintptr_
             .end = end,
             .vec = (uintptr_t)vec,
             .vec_len = want,
-            .category_mask = OS_PAGE_IS_WRITTEN,
+            .category_inverted = OS_PAGE_IS_PFNZERO,
+            /* Written, present (a page never filled counts as written
+             * too), and not the zero page. */
+            .category_mask = OS_PAGE_IS_WRITTEN | OS_PAGE_IS_PRESENT | OS_PAGE_IS_PFNZERO,
             .return_mask = OS_PAGE_IS_WRITTEN,
         };
         long n = ioctl(pagemap_fd, OS_PAGEMAP_SCAN, &a);

@@ -7,6 +7,8 @@
 #define _GNU_SOURCE 1
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "../options/options.h"
@@ -18,6 +20,33 @@
 
 static inline off_t file_off(size_t g) { return (off_t)(g << sb.gran_shift); }
 
+/* Disk space is reserved only once the live blocks outgrow the budget:
+ * before that, memory holds everything and nothing needs the disk (a
+ * release writes back without a reservation, and a full disk then keeps
+ * the data in memory, as with STRATA_SB_NO_RESERVE).  At the crossing
+ * every live block is reserved, and from then on each new one; a group
+ * (whose budget other members share) reserves from the start.  Returns 0
+ * or the errno of the failed reservation of [g, g+n) or of a block before. */
+static int reserve(size_t g, size_t n, size_t allocated) {
+    if (sb.flags & STRATA_SB_NO_RESERVE) return 0;
+    if (!atomic_load_explicit(&sb.reserving, memory_order_acquire)) {
+        if (allocated <= (sb.budget_pages << sb.gran_shift)) return 0;
+        if (!atomic_exchange(&sb.reserving, true)) {
+            /* The live blocks before this one: heads up to the high-water mark. */
+            size_t hi = atomic_load(&sb.hiwater);
+            for (size_t h = 0; h < hi; h++) {
+                if ((sb_peek(h) & (ST_ALLOC | ST_HEAD)) != (ST_ALLOC | ST_HEAD) || h == g) continue;
+                size_t len = sb_block_size(sb_addr(h));
+                int e = len ? os_file_reserve(sb.fd, file_off(h), (off_t)len) : 0;
+                if (e && e != EOPNOTSUPP) return e;
+                if (len) h += (len >> sb.gran_shift) - 1;
+            }
+        }
+    }
+    int e = os_file_reserve(sb.fd, file_off(g), (off_t)(n << sb.gran_shift));
+    return e == EOPNOTSUPP ? 0 : e;
+}
+
 void *sb_alloc(size_t size, size_t align) {
     if (size == 0) size = 1;
     if (size > sb.space || align > sb.space) {
@@ -25,18 +54,23 @@ void *sb_alloc(size_t size, size_t align) {
         return NULL;
     }
     size_t rounded = (size + sb.gran - 1) & ~(sb.gran - 1);
-    size_t usable = 0;
+    size_t usable = 0, allocated = 0;
     pthread_mutex_lock(&sb.lock);
     uint8_t *p = arena_alloc(&sb.arena, rounded, align, &usable, NULL);
-    if (p) sb.allocated += usable;
+    if (p) allocated = sb.allocated += usable;
     pthread_mutex_unlock(&sb.lock);
     if (!p) {
         errno = ENOMEM;
         return NULL;
     }
     size_t g = sb_index(p), n = usable >> sb.gran_shift;
-    int e = sb.flags & STRATA_SB_NO_RESERVE ? 0 : os_file_reserve(sb.fd, file_off(g), (off_t)usable);
-    if (e && e != EOPNOTSUPP) {
+    if (allocated > (sb.budget_pages << sb.gran_shift)) {
+        atomic_store(&sb.outgrown, true);
+        sb_cleaner_start();
+    }
+    int e = reserve(g, n, allocated);
+    if (e) {
+        (void)os_file_punch(sb.fd, file_off(g), (off_t)usable);
         pthread_mutex_lock(&sb.lock);
         arena_free(&sb.arena, p, NULL);
         sb.allocated -= usable;
@@ -81,7 +115,10 @@ static void drop_range(size_t g, size_t n, bool freeing) {
         size_t len = k << sb.gran_shift;
         if (sb.mech == STRATA_SB_MECH_MPROTECT) (void)os_sb_protect(a, len, OS_PROT_NONE);
         (void)os_sb_drop(a, len);
-        if (os_file_punch(sb.fd, file_off(g + i), (off_t)len) == 0)
+        /* Disk space is held by a reservation or by data written back. */
+        bool on_disk = atomic_load_explicit(&sb.reserving, memory_order_relaxed);
+        for (size_t j = 0; j < k && !on_disk; j++) on_disk = (states[j] & ST_FILE) != 0;
+        if (on_disk && os_file_punch(sb.fd, file_off(g + i), (off_t)len) == 0)
             atomic_store_explicit(&sb.stalled_until, 0, memory_order_relaxed);
         if (resident) sb_budget_give(resident);
         for (size_t j = 0; j < k; j++) sb_unlock(g + i + j, freeing ? 0 : (uint8_t)(states[j] & (ST_ALLOC | ST_HEAD)));
@@ -104,7 +141,7 @@ void sb_free_block(void *p) {
 }
 
 void *strata_sb_malloc(size_t size) {
-    if (sb_ensure_init()) {
+    if (sb_in_forked_child("strata_sb_malloc()") || sb_ensure_init()) {
         errno = ENOMEM;
         return NULL;
     }
@@ -121,7 +158,7 @@ void *strata_sb_calloc(size_t count, size_t size) {
 }
 
 void strata_sb_free(void *p) {
-    if (!p) return;
+    if (!p || sb_in_forked_child(NULL)) return;   /* the child's copy goes with it */
     if (!sb_in_space(p)) {
         strata_error("sb_free(): not a storage-backed block", p);
         return;
@@ -129,12 +166,16 @@ void strata_sb_free(void *p) {
     sb_free_block(p);
 }
 
-size_t strata_sb_usable_size(const void *p) { return sb_block_size(p); }
+size_t strata_sb_usable_size(const void *p) { return sb_in_forked_child(NULL) ? 0 : sb_block_size(p); }
 
 int strata_sb_owns(const void *p) { return sb_in_space(p) && (sb_peek(sb_index(p)) & ST_ALLOC); }
 
 void *strata_sb_realloc(void *p, size_t size) {
     if (!p) return strata_sb_malloc(size);
+    if (sb_in_forked_child("strata_sb_realloc()")) {
+        errno = ENOMEM;
+        return NULL;
+    }
     if (size == 0) {
         strata_sb_free(p);
         return NULL;
@@ -154,7 +195,14 @@ void *strata_sb_realloc(void *p, size_t size) {
     pthread_mutex_unlock(&sb.lock);
     if (grown) {
         size_t g = sb_index(p) + (old >> sb.gran_shift), n = (usable - old) >> sb.gran_shift;
-        if (!(sb.flags & STRATA_SB_NO_RESERVE)) (void)os_file_reserve(sb.fd, file_off(g), (off_t)(usable - old));
+        pthread_mutex_lock(&sb.lock);
+        size_t allocated = sb.allocated;
+        pthread_mutex_unlock(&sb.lock);
+        if (allocated > (sb.budget_pages << sb.gran_shift)) {
+            atomic_store(&sb.outgrown, true);
+            sb_cleaner_start();
+        }
+        (void)reserve(g, n, allocated);
         for (size_t i = 0; i < n; i++) atomic_store(&sb.st[g + i], (uint8_t)ST_ALLOC);
         size_t hi = atomic_load(&sb.hiwater);
         while (hi < g + n && !atomic_compare_exchange_weak(&sb.hiwater, &hi, g + n)) {
@@ -172,6 +220,7 @@ void *strata_sb_realloc(void *p, size_t size) {
  * EINVAL with the error reported as `what`. */
 static int range_of(const void *p, size_t len, const char *what, size_t *g0, size_t *g1) {
     const uint8_t *a = p;
+    if (sb_in_forked_child(what)) return EPERM;
     if (!p || len == 0 || !sb_in_space(p) || len > (size_t)(sb.base + sb.space - a)) goto bad;
     *g0 = sb_index(a);
     *g1 = sb_index(a + len - 1) + 1;
@@ -185,7 +234,8 @@ bad:
 
 int strata_sb_acquire(void *p, size_t len, int mode) {
     size_t g0, g1;
-    if (range_of(p, len, "strata_sb_acquire()", &g0, &g1)) return EINVAL;
+    int bad = range_of(p, len, "strata_sb_acquire()", &g0, &g1);
+    if (bad) return bad;
     size_t pinned = 0;
     for (size_t g = g0; g < g1; g++) pinned += !(sb_peek(g) & ST_PIN);
     if (pinned > sb.budget_pages) {
@@ -210,14 +260,16 @@ int strata_sb_acquire(void *p, size_t len, int mode) {
 
 int strata_sb_unpin(void *p, size_t len) {
     size_t g0, g1;
-    if (range_of(p, len, "strata_sb_unpin()", &g0, &g1)) return EINVAL;
+    int bad = range_of(p, len, "strata_sb_unpin()", &g0, &g1);
+    if (bad) return bad;
     for (size_t g = g0; g < g1; g++) sb_unlock(g, (uint8_t)(sb_lock(g) & ~ST_PIN));
     return 0;
 }
 
 int strata_sb_release(void *p, size_t len) {
     size_t g0, g1;
-    if (range_of(p, len, "strata_sb_release()", &g0, &g1)) return EINVAL;
+    int bad = range_of(p, len, "strata_sb_release()", &g0, &g1);
+    if (bad) return bad;
     sb_evict_range(g0, g1, true);
     for (size_t g = g0; g < g1; g++)
         if (sb_peek(g) & ST_RES) return EIO;   /* a write-back failed: the data stayed */
@@ -225,13 +277,14 @@ int strata_sb_release(void *p, size_t len) {
 }
 
 size_t strata_sb_release_all(void) {
-    if (!atomic_load_explicit(&sb.ready, memory_order_acquire)) return 0;
+    if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || sb_in_forked_child(NULL)) return 0;
     return sb_evict_range(0, atomic_load(&sb.hiwater), false) << sb.gran_shift;
 }
 
 int strata_sb_discard(void *p, size_t len) {
     size_t g0, g1;
-    if (range_of(p, len, "strata_sb_discard()", &g0, &g1)) return EINVAL;
+    int bad = range_of(p, len, "strata_sb_discard()", &g0, &g1);
+    if (bad) return bad;
     /* Only granules wholly inside the range: the bytes around it keep their data. */
     const uint8_t *a = p;
     if (a != sb_addr(g0)) g0++;
@@ -267,7 +320,7 @@ static uint64_t count_dirty(void) {
 
 void strata_sb_stats(strata_sb_stats_t *out) {
     memset(out, 0, sizeof *out);
-    if (!atomic_load_explicit(&sb.ready, memory_order_acquire)) return;
+    if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || sb_in_forked_child(NULL)) return;
     out->budget = (uint64_t)sb.budget_pages << sb.gran_shift;
     out->granularity = sb.gran;
     pthread_mutex_lock(&sb.lock);
@@ -278,6 +331,7 @@ void strata_sb_stats(strata_sb_stats_t *out) {
     out->bytes_written = atomic_load(&sb.bytes_written);
     out->bytes_read = atomic_load(&sb.bytes_read);
     out->faults = atomic_load(&sb.faults);
+    out->prefetches = atomic_load(&sb.prefetches);
     out->write_faults = atomic_load(&sb.write_faults);
     out->evictions = atomic_load(&sb.evictions);
     out->io_ns = atomic_load(&sb.io_ns);
@@ -288,4 +342,55 @@ void strata_sb_stats(strata_sb_stats_t *out) {
     out->group_members = sb_group_members();
     out->group_budget = sb_group_budget();
     out->group_resident = sb_group_total();
+}
+
+/* Bytes as the statistics print them (like src/stats: B, KiB, MiB, GiB). */
+static const char *human(char *buf, size_t size, uint64_t v) {
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    double d = (double)v;
+    while (d >= 1024 && u < 4) {
+        d /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(buf, size, "%llu B", (unsigned long long)v);
+    else snprintf(buf, size, "%.1f %s", d, unit[u]);
+    return buf;
+}
+
+void sb_stats_print_at_exit(void) {
+    if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || sb_in_forked_child(NULL)) return;
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    char out[2048], a[32], b[32], c[32], d[32], e[32], f[32];
+    int n = snprintf(out, sizeof out,
+                     "strata: storage-backed memory (%s%s, page %s, read %s, write %s):\n"
+                     "  sb_budget      %10s   resident bytes at most%s\n"
+                     "  sb_allocated   %10s   bytes in live storage-backed blocks\n"
+                     "  sb_resident    %10s   resident now (dirty %s)\n"
+                     "  sb_written     %10s   written back to the file, cumulative\n"
+                     "  sb_read        %10s   read back from the file, cumulative\n"
+                     "  sb_faults      %10llu   loads on access (prefetches %llu, write faults %llu)\n"
+                     "  sb_evictions   %10llu   storage pages dropped to make room\n"
+                     "  sb_io_ms       %10llu   time in file reads and writes\n"
+                     "  sb_over_budget %10llu   loads that found nothing evictable (write-back failures %llu)\n",
+                     st.mechanism == STRATA_SB_MECH_UFFD ? "userfaultfd" : "mprotect",
+                     st.wp_async ? " with PAGEMAP_SCAN" : "", human(a, sizeof a, st.granularity),
+                     sb.read_policy ? "aggressive" : "lazy", sb.write_policy ? "aggressive" : "lazy",
+                     human(b, sizeof b, st.budget), st.group_members ? " (of the group)" : "",
+                     human(c, sizeof c, st.allocated), human(d, sizeof d, st.resident), human(e, sizeof e, st.dirty),
+                     human(f, sizeof f, st.bytes_written), human(a, sizeof a, st.bytes_read),
+                     (unsigned long long)st.faults, (unsigned long long)st.prefetches,
+                     (unsigned long long)st.write_faults, (unsigned long long)st.evictions,
+                     (unsigned long long)(st.io_ns / 1000000), (unsigned long long)st.over_budget,
+                     (unsigned long long)st.writeback_failures);
+    if (n > 0 && st.group_members)
+        n += snprintf(out + n, sizeof out - (size_t)n, "  sb_group       %10d   live members, %s of the group's %s resident\n",
+                      st.group_members, human(a, sizeof a, st.group_resident), human(b, sizeof b, st.group_budget));
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof out ? (size_t)n : sizeof out - 1;
+    for (size_t done = 0; done < len;) {
+        ssize_t w = write(STDERR_FILENO, out + done, len - done);
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
 }

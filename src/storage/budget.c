@@ -9,9 +9,18 @@
  * write).  Without reference bits (neither mechanism sees reads of a
  * resident page) the sweep is FIFO by address, which for the sweeps of
  * data-parallel programs evicts what was touched longest ago.
+ *
+ * Once the blocks outgrow the budget, a cleaner thread keeps a little room
+ * free (clean_room granules) ahead of the faults: a fault then finds room
+ * and only reads, while the write-back of what it displaces runs beside
+ * it.  A fault that finds no room still evicts by itself, as before.
  */
 #define _GNU_SOURCE 1
+#include <errno.h>
+#include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <time.h>
 
 #include "../os/os.h"
@@ -111,6 +120,75 @@ static void group_take(size_t n) {
     atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
 }
 
+/* ---- the cleaner -------------------------------------------------------- */
+enum { CLEANER_NONE, CLEANER_RUNNING, CLEANER_STOPPING };
+static _Atomic int cleaner_state;
+static _Atomic int cleaner_asked;
+static _Atomic size_t prefetch_from = SIZE_MAX;   /* a run to read ahead, or SIZE_MAX */
+static sem_t cleaner_sem;
+static pthread_t cleaner;
+
+static void *cleaner_main(void *arg) {
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* the program's signals go to its threads */
+    for (;;) {
+        while (sem_wait(&cleaner_sem) != 0 && errno == EINTR) {
+        }
+        if (atomic_load(&cleaner_state) != CLEANER_RUNNING) break;
+        atomic_store(&cleaner_asked, 0);
+        size_t target = sb.budget_pages - sb.clean_room;
+        for (;;) {
+            size_t res = atomic_load_explicit(&sb.resident, memory_order_acquire);
+            uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
+            if (res <= target || (stalled && os_now_ms() < stalled)) break;
+            if (evict_some(res - target) == 0) break;
+        }
+        size_t g = atomic_exchange(&prefetch_from, SIZE_MAX);
+        for (size_t r = 0, n; g != SIZE_MAX && r < sb.prefetch_runs && (n = (size_t)sb_prefetch(g)) > 0; r++) g += n;
+    }
+    return NULL;
+}
+
+void sb_cleaner_start(void) {
+    int none = CLEANER_NONE;
+    if (sb.group || sb.clean_room == 0 ||
+        !atomic_compare_exchange_strong(&cleaner_state, &none, CLEANER_RUNNING))
+        return;
+    if (sem_init(&cleaner_sem, 0, 0) != 0 || pthread_create(&cleaner, NULL, cleaner_main, NULL) != 0) {
+        atomic_store(&cleaner_state, CLEANER_NONE);   /* faults evict by themselves */
+        return;
+    }
+    pthread_setname_np(cleaner, "strata-sb-clean");
+}
+
+void sb_cleaner_stop(bool join) {
+    if (atomic_load(&cleaner_state) != CLEANER_RUNNING) return;
+    atomic_store(&cleaner_state, CLEANER_STOPPING);
+    if (join) {
+        sem_post(&cleaner_sem);
+        pthread_join(cleaner, NULL);
+    }
+    sem_destroy(&cleaner_sem);
+    atomic_store(&cleaner_state, CLEANER_NONE);
+    atomic_store(&cleaner_asked, 0);
+}
+
+/* Wakes the cleaner when a load leaves less than clean_room free (sem_post
+ * is async-signal-safe: this runs in the fault handler). */
+static void cleaner_nudge(size_t now) {
+    if (now + sb.clean_room > sb.budget_pages && atomic_load_explicit(&cleaner_state, memory_order_relaxed) ==
+                                                     CLEANER_RUNNING && !atomic_exchange(&cleaner_asked, 1))
+        sem_post(&cleaner_sem);
+}
+
+void sb_cleaner_prefetch(size_t g) {
+    if (atomic_load_explicit(&cleaner_state, memory_order_relaxed) != CLEANER_RUNNING) return;
+    atomic_store(&prefetch_from, g);
+    if (!atomic_exchange(&cleaner_asked, 1)) sem_post(&cleaner_sem);
+}
+
 void sb_budget_take(size_t n) {
     if (sb.group) {
         group_take(n);
@@ -121,8 +199,10 @@ void sb_budget_take(size_t n) {
         size_t cur = atomic_load_explicit(&sb.resident, memory_order_acquire);
         if (cur + n <= sb.budget_pages) {
             if (atomic_compare_exchange_weak_explicit(&sb.resident, &cur, cur + n, memory_order_acq_rel,
-                                                      memory_order_relaxed))
+                                                      memory_order_relaxed)) {
+                cleaner_nudge(cur + n);
                 return;
+            }
             continue;
         }
         uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);

@@ -23,6 +23,8 @@
 #define MPROTECT_MAX_GRANULES 8192
 #define GRAN_MAX ((size_t)2 << 20)
 #define SCRATCH_MIN ((size_t)128 << 10)
+#define SCRATCH_MAX ((size_t)1 << 20)
+#define ZEROS_MIN ((size_t)4 << 20)
 
 sb_state sb = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .uffd = -1, .pagemap_fd = -1, .mem_fd = -1};
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -142,9 +144,27 @@ static int check(const strata_sb_config *c, size_t *budget, size_t *gran) {
 static void unmap_tables(void) {
     if (sb.st) os_free((void *)sb.st, (sb.npages + os_page_size() - 1) & ~(os_page_size() - 1));
     if (sb.scratch) os_free(sb.scratch, sb.scratch_size * SB_SCRATCH_SLOTS);
-    if (sb.zeros) os_free(sb.zeros, sb.scratch_size);
+    if (sb.zeros) os_free(sb.zeros, sb.zeros_size);
     sb.st = NULL;
     sb.scratch = sb.zeros = NULL;
+}
+
+static _Atomic int child_said;
+
+bool sb_in_forked_child(const char *what) {
+    if (!atomic_load_explicit(&sb.forked, memory_order_relaxed)) return false;
+    if (what && !atomic_exchange(&child_said, 1))
+        strata_message("strata: %s: storage-backed memory is not available in a forked child (pid %d)\n", what,
+                       (int)getpid());
+    return true;
+}
+
+/* Runs in the child of fork, before fork returns there: see storage.h. */
+static void fork_child(void) {
+    if (!atomic_load(&sb.ready)) return;
+    atomic_store(&sb.forked, true);
+    atomic_store(&child_said, 0);
+    (void)os_sb_protect(sb.base, sb.space, OS_PROT_NONE);
 }
 
 static int setup(const strata_sb_config *c) {
@@ -163,6 +183,8 @@ static int setup(const strata_sb_config *c) {
     sb.read_policy = c->read_policy;
     sb.write_policy = c->write_policy;
     sb.flags = c->flags;
+    options_init();
+    sb.zero_copy = opt(STRATA_OPTION_SB_ZERO) != 1;
     e = sb_mechanism_init(c->mechanism);
     if (e) goto fail_file;
     if (sb.mech == STRATA_SB_MECH_MPROTECT)
@@ -178,12 +200,27 @@ static int setup(const strata_sb_config *c) {
     }
     sb.evict_batch = sb.budget_pages / 64 ? sb.budget_pages / 64 : 1;
     if (sb.evict_batch > 256) sb.evict_batch = 256;
+    /* Two evictions' worth, at most an eighth of the budget. */
+    sb.clean_room = 2 * sb.evict_batch <= sb.budget_pages / 8 ? 2 * sb.evict_batch : sb.budget_pages / 8;
+    /* Read-ahead (STRATA_SB_READAHEAD runs, off by default: measured
+     * slower, the cleaner's reads and a fault waiting on them serialise),
+     * at most a quarter of the budget. */
+    sb.prefetch_runs = sb.load_max > 1 ? sb.budget_pages / 4 / sb.load_max : 0;
+    if (sb.prefetch_runs > (size_t)opt(STRATA_OPTION_SB_READAHEAD)) sb.prefetch_runs = (size_t)opt(STRATA_OPTION_SB_READAHEAD);
     size_t ps = os_page_size();
-    sb.scratch_size = gran > SCRATCH_MIN ? gran : SCRATCH_MIN;
+    /* A slot holds a whole aggressive run (one read), up to SCRATCH_MAX;
+     * its pages are touched only as reads use them. */
+    size_t run = sb.load_max << sb.gran_shift;
+    sb.scratch_size = run < SCRATCH_MAX ? run : SCRATCH_MAX;
+    if (sb.scratch_size < SCRATCH_MIN) sb.scratch_size = SCRATCH_MIN;
+    if (sb.scratch_size < gran) sb.scratch_size = gran;
     sb.st = os_alloc_aligned((sb.npages + ps - 1) & ~(ps - 1), ps);
     sb.scratch = os_alloc_aligned(sb.scratch_size * SB_SCRATCH_SLOTS, ps);
-    sb.zeros = os_sb_reserve(sb.scratch_size, ps, false);
-    if (!sb.st || !sb.scratch || !sb.zeros || os_sb_protect(sb.zeros, sb.scratch_size, OS_PROT_READ)) {
+    /* Address space only: its reads are the zero page.  Large, so that a
+     * zero fill of a whole fault's run is one copy. */
+    sb.zeros_size = sb.scratch_size > ZEROS_MIN ? sb.scratch_size : ZEROS_MIN;
+    sb.zeros = os_sb_reserve(sb.zeros_size, ps, false);
+    if (!sb.st || !sb.scratch || !sb.zeros || os_sb_protect(sb.zeros, sb.zeros_size, OS_PROT_READ)) {
         e = ENOMEM;
         goto fail_tables;
     }
@@ -193,16 +230,30 @@ static int setup(const strata_sb_config *c) {
     if (!e) e = arena_add_range(&sb.arena, sb.base, sb.space, false, true);
     if (e) goto fail_tables;
     atomic_store(&sb.resident, 0);
+    /* Statistics are those of this init (a shutdown and init start over). */
+    atomic_store(&sb.bytes_written, 0);
+    atomic_store(&sb.bytes_read, 0);
+    atomic_store(&sb.faults, 0);
+    atomic_store(&sb.prefetches, 0);
+    atomic_store(&sb.write_faults, 0);
+    atomic_store(&sb.evictions, 0);
+    atomic_store(&sb.io_ns, 0);
+    atomic_store(&sb.over_budget, 0);
+    atomic_store(&sb.writeback_failures, 0);
     atomic_store(&sb.hand, 0);
     atomic_store(&sb.hiwater, 0);
     sb.allocated = 0;
     const char *group = c->group ? c->group : env("STRATA_SB_GROUP");
     if (group && *group && (e = sb_group_join(group, sb.budget_pages << sb.gran_shift)) != 0) goto fail_arena;
+    atomic_store(&sb.reserving, sb.group != NULL);
+    atomic_store(&sb.outgrown, sb.group != NULL);
+    static bool fork_handler;
+    if (!fork_handler) fork_handler = pthread_atfork(NULL, NULL, fork_child) == 0;
     atomic_store_explicit(&sb.ready, 1, memory_order_release);
     if (opt(STRATA_OPTION_VERBOSE))
         strata_message("strata: storage-backed memory in %s%s: budget %zu MiB%s%s, page %zu KiB, %s%s, read %s, write %s\n",
                        sb.dir, (fcntl(sb.fd, F_GETFL) & O_DIRECT) ? " (direct I/O)" : "", budget >> 20, sb.group ? ", group " : "", sb.group ? group : "", gran >> 10,
-                       sb.mech == STRATA_SB_MECH_UFFD ? "userfaultfd" : "mprotect",
+                       sb.mech != STRATA_SB_MECH_UFFD ? "mprotect" : sb.zero_copy ? "userfaultfd" : "userfaultfd (zero page)",
                        sb.wp_async ? " with PAGEMAP_SCAN write tracking" : "",
                        sb.read_policy ? "aggressive" : "lazy", sb.write_policy ? "aggressive" : "lazy");
     return 0;
@@ -218,6 +269,7 @@ fail_file:
 }
 
 int strata_sb_init(const strata_sb_config *config) {
+    if (sb_in_forked_child("strata_sb_init()")) return EPERM;
     pthread_mutex_lock(&init_lock);
     int e = EBUSY;
     if (!atomic_load(&sb.ready)) {
@@ -238,6 +290,7 @@ int sb_ensure_init(void) {
 }
 
 int strata_sb_shutdown(void) {
+    if (sb_in_forked_child(NULL)) return EBUSY;
     pthread_mutex_lock(&init_lock);
     int e = 0;
     if (!atomic_load(&sb.ready)) goto out;
@@ -250,6 +303,7 @@ int strata_sb_shutdown(void) {
         goto out;
     }
     atomic_store(&sb.ready, 0);
+    sb_cleaner_stop(true);
     sb_group_leave();
     arena_destroy(&sb.arena);
     pthread_mutex_unlock(&sb.lock);

@@ -44,11 +44,61 @@
 #define SPACE_MAX ((size_t)1 << 40)      /* 1 TiB of address space, if we can have it */
 #define SPACE_MIN ((size_t)1 << 32)
 #define SPACE_ALIGN ((size_t)2 << 20)    /* the largest granule */
-#define LOAD_MAX 256                     /* granules per fault at most (on the stack) */
-#define ZERO_AHEAD 16                    /* fresh granules filled per first touch, budget permitting */
+#define LOAD_MAX 512                     /* granules per fault at most (on the stack) */
 
 static struct sigaction prev_segv, prev_bus;
 static bool handlers_installed;
+
+/* Loads a run from g, which we hold locked (state s, not resident), and
+ * unlocks it; returns the granules loaded.  The run: the following
+ * granules of the block that are not resident, up to load_max (the
+ * aggressive read policy's run).  A first touch of fresh memory (nothing
+ * in the file) needs no I/O, so it takes the following fresh granules
+ * too, as many as the budget has room for without evicting, up to
+ * LOAD_MAX: a program filling an array pays one fault per LOAD_MAX
+ * granules.  A fault that loads a full aggressive run from the file asks
+ * the cleaner to read the next runs ahead (sb_prefetch): a sweep then
+ * finds most runs resident. */
+static size_t load_locked(size_t g, uint8_t s, bool write, bool prefetch) {
+    uint8_t states[LOAD_MAX];
+    states[0] = s;
+    size_t n = 1;
+    size_t hi = atomic_load_explicit(&sb.hiwater, memory_order_acquire);
+    size_t max = sb.load_max;
+    uint8_t want = ST_ALLOC, mask = ST_ALLOC | ST_HEAD | ST_RES;
+    if (!(s & ST_FILE)) {
+        size_t res = atomic_load_explicit(&sb.resident, memory_order_relaxed);
+        size_t room = res < sb.budget_pages ? sb.budget_pages - res : 0;
+        if (sb.group) {   /* the room is the group's */
+            uint64_t gb = sb_group_budget(), gt = sb_group_total();
+            size_t groom = gt < gb ? (size_t)((gb - gt) >> sb.gran_shift) : 0;
+            if (groom < room) room = groom;
+        }
+        if (room > max) {
+            max = room < LOAD_MAX ? room : LOAD_MAX;
+            mask |= ST_FILE;
+        }
+    }
+    if (max > LOAD_MAX) max = LOAD_MAX;
+    while (n < max && g + n < hi) {
+        int t = sb_trylock(g + n);
+        if (t < 0) break;
+        if ((t & mask) != want) {
+            sb_unlock(g + n, (uint8_t)t);
+            break;
+        }
+        states[n++] = (uint8_t)t;
+    }
+    bool from_file = false;
+    for (size_t i = 0; i < n && !from_file; i++) from_file = (states[i] & ST_FILE) != 0;
+    sb_budget_take(n);
+    sb_load_run(g, n, states, write);
+    for (size_t i = 0; i < n; i++) sb_unlock(g + i, states[i]);
+    if (prefetch) atomic_fetch_add_explicit(&sb.prefetches, 1, memory_order_relaxed);
+    else atomic_fetch_add_explicit(&sb.faults, 1, memory_order_relaxed);
+    if (!prefetch && from_file && n == sb.load_max && sb.load_max > 1) sb_cleaner_prefetch(g + n);
+    return n;
+}
 
 int sb_fault(size_t g, bool write) {
     uint8_t s = sb_lock(g);
@@ -67,34 +117,19 @@ int sb_fault(size_t g, bool write) {
         sb_unlock(g, s);
         return 0;
     }
-    uint8_t states[LOAD_MAX];
-    states[0] = s;
-    size_t n = 1;
-    size_t hi = atomic_load_explicit(&sb.hiwater, memory_order_acquire);
-    /* Aggressive reads load the rest of the block.  A first touch of fresh
-     * memory (nothing in the file) needs no I/O, so while the budget has
-     * room a few following fresh granules come with it: fewer faults for
-     * a program filling its arrays, and nothing evicted for them. */
-    size_t max = sb.load_max;
-    uint8_t want = ST_ALLOC, mask = ST_ALLOC | ST_HEAD | ST_RES;
-    if (max == 1 && !(s & ST_FILE) &&
-        atomic_load_explicit(&sb.resident, memory_order_relaxed) + ZERO_AHEAD <= sb.budget_pages) {
-        max = ZERO_AHEAD;
-        mask |= ST_FILE;
-    }
-    while (n < max && g + n < hi) {
-        int t = sb_trylock(g + n);
-        if (t < 0) break;
-        if ((t & mask) != want) {
-            sb_unlock(g + n, (uint8_t)t);
-            break;
-        }
-        states[n++] = (uint8_t)t;
-    }
-    sb_budget_take(n);
-    sb_load_run(g, n, states, write);
-    for (size_t i = 0; i < n; i++) sb_unlock(g + i, states[i]);
+    load_locked(g, s, write, false);
     return 0;
+}
+
+int sb_prefetch(size_t g) {
+    if (g >= atomic_load_explicit(&sb.hiwater, memory_order_acquire)) return 0;
+    int s = sb_trylock(g);
+    if (s < 0) return 0;
+    if ((s & (ST_ALLOC | ST_HEAD | ST_RES)) != ST_ALLOC) {   /* not the rest of a block, or there */
+        sb_unlock(g, (uint8_t)s);
+        return 0;
+    }
+    return (int)load_locked(g, (uint8_t)s, false, true);
 }
 
 static void chain(int sig, siginfo_t *si, void *ctx) {
@@ -115,7 +150,10 @@ static void chain(int sig, siginfo_t *si, void *ctx) {
 static void on_fault(int sig, siginfo_t *si, void *ctx) {
     int saved = errno;
     void *addr = si->si_addr;
-    if (sb_in_space(addr)) {
+    if (sb_in_space(addr) && sb_in_forked_child(NULL)) {
+        strata_message("strata: storage-backed memory touched in a forked child at %p: it is not available "
+                       "after fork (docs/storage.md)\n", addr);
+    } else if (sb_in_space(addr)) {
         bool write = false;
 #if defined(__x86_64__)
         /* The page-fault error code: bit 1 set for a write. */

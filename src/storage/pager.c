@@ -70,10 +70,18 @@ __attribute__((noreturn)) static void load_failed(int e, const void *addr) {
 static void fill(uint8_t *dst, size_t len, bool from_file, bool wp) {
     bool uffd = sb.mech == STRATA_SB_MECH_UFFD;
     if (!from_file && !uffd) return;           /* a dropped page reads as zero */
+    if (!from_file && !sb.zero_copy) {
+        /* The zero page: no copy, no memory until written, and never
+         * counted as written by PAGEMAP_SCAN. */
+        int e = os_uffd_zeropage(sb.uffd, dst, len);
+        if (e && e != EEXIST) load_failed(e, dst);
+        return;
+    }
     int slot = from_file ? scratch_claim() : -1;
     uint8_t *buf = from_file ? sb.scratch + (size_t)slot * sb.scratch_size : sb.zeros;
-    for (size_t off = 0; off < len; off += sb.scratch_size) {
-        size_t chunk = len - off < sb.scratch_size ? len - off : sb.scratch_size;
+    size_t step = from_file ? sb.scratch_size : sb.zeros_size;
+    for (size_t off = 0; off < len; off += step) {
+        size_t chunk = len - off < step ? len - off : step;
         int e = 0;
         if (from_file) {
             uint64_t t0 = os_now_ns();
@@ -89,7 +97,7 @@ static void fill(uint8_t *dst, size_t len, bool from_file, bool wp) {
     if (slot >= 0) scratch_put(slot);
 }
 
-void sb_load_run(size_t g, size_t n, uint8_t *states, bool write) {
+static void load_part(size_t g, size_t n, uint8_t *states, bool write) {
     bool track = tracking_writes();
     /* uffd: a page installed without write-protection counts as written. */
     bool wp = track && sb.mech == STRATA_SB_MECH_UFFD && !write;
@@ -104,11 +112,32 @@ void sb_load_run(size_t g, size_t n, uint8_t *states, bool write) {
             (void)os_sb_protect(dst, len, write || !track ? OS_PROT_RW : OS_PROT_READ);
         i = j;
     }
-    for (size_t i = 0; i < n; i++) {
-        states[i] |= ST_RES;
-        if (!track || write) states[i] |= ST_DIRTY;
+    /* Dirty at load: everything when writes are not tracked; in mprotect
+     * mode the run loaded writable.  Userfaultfd's write tracking needs no
+     * help: a page installed writable, or a zero page written since, is
+     * what PAGEMAP_SCAN reports. */
+    bool dirty = !track || (write && sb.mech == STRATA_SB_MECH_MPROTECT);
+    for (size_t i = 0; i < n; i++) states[i] |= (uint8_t)(ST_RES | (dirty ? ST_DIRTY : 0));
+}
+
+void sb_load_run(size_t g, size_t n, uint8_t *states, bool write) {
+    /* A write to fresh memory, with userfaultfd tracking writes, once the
+     * blocks have outgrown the budget (so pages can be evicted): only the
+     * granule being written is installed writable (counted written); the
+     * zeros filled ahead come write-protected, clean until written, so
+     * they cost no write-back unless the program writes them (a later
+     * write there is the kernel's fault, WP_ASYNC, no signal).  Before
+     * that, nothing is evicted and the whole run is installed writable; a
+     * run read from the file for a write (aggressive read) is too: a
+     * program writing there sweeps it (measured: write-protecting it made
+     * an out-of-core write sweep 1.3x slower). */
+    if (n > 1 && write && !(states[0] & ST_FILE) && sb.wp_async && tracking_writes() &&
+        atomic_load_explicit(&sb.outgrown, memory_order_relaxed)) {
+        load_part(g, 1, states, true);
+        load_part(g + 1, n - 1, states + 1, false);
+        return;
     }
-    atomic_fetch_add_explicit(&sb.faults, 1, memory_order_relaxed);
+    load_part(g, n, states, write);
 }
 
 /* Adds to states[] the granules PAGEMAP_SCAN finds written, re-protecting

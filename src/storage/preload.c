@@ -46,7 +46,7 @@ void *sb_preload_alloc(size_t size, size_t align) {
     int m = atomic_load_explicit(&mode, memory_order_acquire);
     if (m == OFF) return NULL;
     if (m == UNDECIDED) m = decide();
-    if (m != ON || size < min_size) return NULL;
+    if (m != ON || size < min_size || atomic_load_explicit(&sb.forked, memory_order_relaxed)) return NULL;
     return sb_alloc(size, align > sb.gran ? align : sb.gran);
 }
 
@@ -57,7 +57,7 @@ bool sb_preload_free(void *p) {
 }
 
 size_t sb_preload_usable_size(const void *p) {
-    return sb_in_space(p) ? sb_block_size(p) : 0;
+    return sb_in_space(p) && !sb_in_forked_child(NULL) ? sb_block_size(p) : 0;
 }
 
 bool sb_preload_realloc(void *p, size_t size, void **out) {

@@ -19,5 +19,8 @@ bool sb_preload_free(void *p);
 size_t sb_preload_usable_size(const void *p);
 /* True when p is storage-backed; *out gets the realloc result. */
 bool sb_preload_realloc(void *p, size_t size, void **out);
+/* STRATA_SHOW_STATS: the storage-backed lines, printed at exit after the
+ * heaps' when storage-backed memory was used (docs/stats.md). */
+void sb_stats_print_at_exit(void);
 
 #endif

@@ -67,11 +67,17 @@ typedef struct sb_state_s {
     int uffd, pagemap_fd, mem_fd;
     int mech;                   /* STRATA_SB_MECH_UFFD or _MPROTECT */
     bool wp_async;              /* uffd: written pages found by PAGEMAP_SCAN */
+    bool zero_copy;             /* uffd: fresh pages filled by copying zeros, not the zero page */
+    _Atomic bool reserving;     /* blocks get their disk space reserved (see api.c) */
+    _Atomic bool outgrown;      /* live blocks have passed the budget at some time (or a group) */
+    _Atomic bool forked;        /* this is a forked child: storage-backed memory is off (config.c) */
     int read_policy, write_policy;
     unsigned flags;             /* STRATA_SB_NO_RESERVE */
     size_t budget_pages;
     size_t load_max;            /* granules loaded at most per fault (aggressive read) */
     size_t evict_batch;         /* granules evicted at least per eviction */
+    size_t clean_room;          /* granules the cleaner keeps free (0: no cleaner) */
+    size_t prefetch_runs;       /* aggressive read: runs the cleaner reads ahead of a fault */
     _Atomic size_t resident;    /* granules resident or being loaded */
     _Atomic size_t hand;        /* the eviction clock */
     _Atomic size_t hiwater;     /* no block beyond this granule */
@@ -83,6 +89,7 @@ typedef struct sb_state_s {
     size_t scratch_size;        /* bytes per slot */
     _Atomic uint32_t scratch_used;
     uint8_t *zeros;
+    size_t zeros_size;
     pthread_mutex_t lock;       /* the arena and `allocated` */
     arena_t arena;
     size_t allocated;
@@ -90,7 +97,7 @@ typedef struct sb_state_s {
     struct sb_group_s *group;   /* the node-wide table (STRATA_SB_GROUP), or NULL */
     struct sb_member_s *me;     /* this process's slot in it */
     /* statistics */
-    _Atomic uint64_t bytes_written, bytes_read, faults, write_faults, evictions, io_ns, over_budget,
+    _Atomic uint64_t bytes_written, bytes_read, faults, prefetches, write_faults, evictions, io_ns, over_budget,
         writeback_failures;
 } sb_state;
 
@@ -131,6 +138,13 @@ int sb_evict_run(size_t g, size_t n, uint8_t *states);
  * locked) as needed; exceeds the budget only when nothing can be evicted. */
 void sb_budget_take(size_t n);
 void sb_budget_give(size_t n);
+/* The cleaner thread (started once the blocks outgrow the budget, not in
+ * a group); stop joins it, or only forgets it (join false: a forked child,
+ * where it does not exist). */
+void sb_cleaner_start(void);
+void sb_cleaner_stop(bool join);
+/* Asks the cleaner to read the run from g ahead (async-signal-safe). */
+void sb_cleaner_prefetch(size_t g);
 /* Evicts every unpinned resident granule in [from, to); returns granules. */
 size_t sb_evict_range(size_t from, size_t to, bool include_pinned);
 
@@ -157,6 +171,9 @@ void sb_mechanism_fini(void);
 /* Makes granule g resident (the fault path, also used by acquire).
  * Returns 0, or -1 when g is not part of a live block. */
 int sb_fault(size_t g, bool write);
+/* Loads the run from g ahead of use if it is the non-resident rest of a
+ * block and nobody holds g (the cleaner's read-ahead); granules loaded. */
+int sb_prefetch(size_t g);
 
 /* ---- config.c ----------------------------------------------------------- */
 /* Initialises from the environment if nothing initialised it yet: 0 or errno. */
@@ -166,6 +183,15 @@ int sb_ensure_init(void);
  * with os_memory_limit() (issue 9). */
 size_t sb_auto_budget(void);
 size_t sb_physical_memory(void);
+
+/* In a forked child (fork without exec) storage-backed memory is off: the
+ * child would share the parent's backing file (a free or a write-back
+ * there would destroy the parent's data) and, with userfaultfd, would read
+ * zeros for evicted pages.  So the child's copy of the space is made
+ * inaccessible; a touch dies with a one-line message, frees are no-ops,
+ * and new big blocks come from ordinary memory.  True (and says so once,
+ * naming what) in such a child. */
+bool sb_in_forked_child(const char *what);
 
 /* ---- api.c: used by preload.c ------------------------------------------- */
 void *sb_alloc(size_t size, size_t align);

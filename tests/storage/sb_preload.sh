@@ -22,4 +22,11 @@ peak=$(echo "$backed" | sed -n 's/peak resident \([0-9]*\) KiB/\1/p')
 # 8 MiB budget + program, libraries and Strata's tables; the data is 72 MiB.
 [ "$peak" -lt 32768 ] || { echo "FAIL: peak resident $peak KiB"; exit 1; }
 [ -z "$(ls -A "$d")" ] || { echo "FAIL: files left in $d"; exit 1; }
+# STRATA_SHOW_STATS: the storage-backed lines at exit when it was used, not otherwise.
+said=$(STRATA_SHOW_STATS=1 STRATA_SB_DIR=$d STRATA_SB_BUDGET=8M LD_PRELOAD=$lib "$app" 2>&1 >/dev/null)
+echo "$said" | grep -q "^strata: storage-backed memory (" || { echo "FAIL: no storage-backed statistics: $said"; exit 1; }
+echo "$said" | grep -Eq "^  sb_evictions +[1-9]" || { echo "FAIL: storage-backed statistics without evictions"; exit 1; }
+said=$(STRATA_SHOW_STATS=1 LD_PRELOAD=$lib "$app" 2>&1 >/dev/null)
+echo "$said" | grep -q "^strata: statistics" || { echo "FAIL: no statistics: $said"; exit 1; }
+echo "$said" | grep -q "storage-backed" && { echo "FAIL: storage-backed statistics printed without storage"; exit 1; }
 echo ok

@@ -8,7 +8,9 @@
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -192,12 +194,118 @@ static void test_auto_budget(void) {
     CHECK(strata_option_set_str("STRATA_MEMORY_LIMIT", "auto") == 0);
 }
 
+/* Fresh memory: a first touch fills a run of granules per fault (not one),
+ * pages only read are never written back, and pages written are, once;
+ * with either zero fill (copying zeros, or mapping the zero page). */
+static void test_zero_fill(int zero_mode) {
+    CHECK(strata_option_set(STRATA_OPTION_SB_ZERO, zero_mode) == 0);
+    strata_sb_config c = config(64u << 20);
+    sb_init_or_skip(&c);
+    size_t len = 16u << 20;
+    unsigned char *p = strata_sb_malloc(len);
+    CHECK(p);
+    unsigned sum = 0;
+    for (size_t i = 0; i < len; i += ps) sum += p[i];
+    CHECK(sum == 0);
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    printf("zero fill %s: %llu faults for %zu pages read\n", zero_mode ? "map" : "copy",
+           (unsigned long long)st.faults, len / ps);
+    CHECK(st.faults >= 1 && st.faults <= len / ps / 64);
+    CHECK(st.resident <= st.budget && st.dirty == 0);
+    CHECK(strata_sb_release_all() > 0);
+    strata_sb_stats(&st);
+    bool tracked = st.wp_async || st.mechanism == STRATA_SB_MECH_MPROTECT;
+    if (tracked) CHECK(st.bytes_written == 0);     /* only read: nothing to write back */
+    /* Write the first half: it, and at most one fault's run more, goes back. */
+    for (size_t i = 0; i < len / 2; i += 64) p[i] = (unsigned char)(i / 64 + 1);
+    uint64_t before = st.bytes_written;
+    CHECK(strata_sb_release_all() > 0);
+    strata_sb_stats(&st);
+    CHECK(st.resident == 0 && st.dirty == 0);   /* nothing resident, nothing dirty */
+    uint64_t wrote = st.bytes_written - before;
+    printf("zero fill %s: wrote %llu KiB back after writing %zu KiB\n", zero_mode ? "map" : "copy",
+           (unsigned long long)wrote >> 10, len / 2 >> 10);
+    CHECK(wrote >= len / 2);
+    if (tracked) CHECK(wrote <= len / 2 + (2u << 20));
+    for (size_t i = 0; i < len; i += 64) CHECK(p[i] == (i < len / 2 ? (unsigned char)(i / 64 + 1) : 0));
+    strata_sb_free(p);
+    CHECK(strata_sb_shutdown() == 0);
+    CHECK(strata_option_set(STRATA_OPTION_SB_ZERO, 0) == 0);
+}
+
+/* Threads of this process named name. */
+static int threads_named(const char *name) {
+    int n = 0;
+    char path[320], comm[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)getpid());
+    DIR *d = opendir(path);
+    CHECK(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)getpid(), e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(comm, sizeof comm, f) && !strncmp(comm, name, strlen(name))) n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* The cleaner thread starts when the blocks outgrow the budget (not
+ * before: a program that fits pays nothing) and stops at shutdown. */
+static void test_cleaner(void) {
+    strata_sb_config c = config(1u << 20);
+    sb_init_or_skip(&c);
+    char *a = strata_sb_malloc(512u << 10);
+    CHECK(a);
+    CHECK(threads_named("strata-sb-clean") == 0);
+    char *b = strata_sb_malloc(4u << 20);
+    CHECK(b);
+    CHECK(threads_named("strata-sb-clean") == 1);
+    for (size_t i = 0; i < (4u << 20); i += 64) b[i] = (char)(i / 64);
+    for (size_t i = 0; i < (4u << 20); i += 64) CHECK(b[i] == (char)(i / 64));
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    CHECK(st.resident <= st.budget && st.evictions > 0);
+    strata_sb_free(a);
+    strata_sb_free(b);
+    CHECK(strata_sb_shutdown() == 0);
+    CHECK(threads_named("strata-sb-clean") == 0);
+}
+
+/* Out of core (blocks beyond the budget), a write to fresh memory fills a
+ * run ahead but only the written granule counts as dirty: one byte
+ * written, one page written back. */
+static void test_write_ahead_clean(void) {
+    strata_sb_config c = config(1u << 20);
+    sb_init_or_skip(&c);
+    unsigned char *p = strata_sb_malloc(4u << 20);
+    CHECK(p);
+    p[100] = 42;
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    CHECK(st.resident > ps);   /* a run was filled ahead */
+    CHECK(strata_sb_release_all() > 0);
+    strata_sb_stats(&st);
+    printf("one byte written out of core: %llu bytes written back\n", (unsigned long long)st.bytes_written);
+    if (st.wp_async) CHECK(st.bytes_written == ps);
+    CHECK(p[100] == 42 && p[0] == 0 && p[ps] == 0);
+    strata_sb_free(p);
+    CHECK(strata_sb_shutdown() == 0);
+}
+
 int main(int argc, char **argv) {
     mech = parse_mech(argc > 1 ? argv[1] : "auto");
     dir = getenv("TEST_SB_DIR");
     ps = (size_t)sysconf(_SC_PAGESIZE);
     test_bad_config();
     test_blocks();
+    test_zero_fill(0);
+    test_zero_fill(1);
+    test_cleaner();
+    test_write_ahead_clean();
     test_syscalls();
     test_bad_pointers();
     test_auto_budget();

@@ -49,6 +49,30 @@ static void no_reserve(const char *dir, int mech) {
     CHECK(strata_sb_shutdown() == 0);
 }
 
+/* Disk space is reserved only once the blocks outgrow the budget: within
+ * it, memory holds everything, so 16 MiB of blocks fit beside an 8 MiB
+ * disk; the block that passes the budget needs all of it reserved and is
+ * refused, and nothing stored is lost. */
+static void reserve_past_budget(const char *dir, int mech) {
+    strata_sb_config c = {.dir = dir, .budget = 24 << 20, .mechanism = mech};
+    sb_init_or_skip(&c);
+    fill_blocks(NULL);     /* 4 x 4 MiB: twice the disk, within the budget */
+    errno = 0;
+    void *more = strata_sb_malloc(12 << 20);
+    CHECK(!more && errno == ENOMEM);
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; i < NR_BLOCK; i += 256) CHECK(blocks[k][i] == (unsigned char)(k * 17 + i / 256 + 1));
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    CHECK(st.writeback_failures == 0 && st.resident <= st.budget);
+    for (int k = 0; k < 4; k++) strata_sb_free(blocks[k]);
+    /* Freed blocks gave their reservations back: 4 MiB fits again. */
+    void *again = strata_sb_malloc(4 << 20);
+    CHECK(again);
+    strata_sb_free(again);
+    CHECK(strata_sb_shutdown() == 0);
+}
+
 int main(int argc, char **argv) {
     CHECK(argc == 4);
     ro_cfg = (strata_sb_config){.dir = argv[2], .budget = 1 << 20, .mechanism = parse_mech(argv[3])};
@@ -85,6 +109,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < n; k++) strata_sb_free(b[k]);
     CHECK(strata_sb_shutdown() == 0);
     no_reserve(argv[1], parse_mech(argv[3]));
+    reserve_past_budget(argv[1], parse_mech(argv[3]));
     printf("ok\n");
     return 0;
 }

@@ -4,6 +4,7 @@
  *     budget of data, sweep it with reads and writes at the same time; the
  *     sum of their resident memory (RssAnon of both, from /proc, sampled
  *     every 2 ms) never passes their floors plus the budget + 5 %.
+ *   room: a first touch fills ahead only into the group's room.
  *   dead: a member fills the group's budget and is killed with -9; the
  *     surviving member then loads without going over budget or evicting:
  *     the dead member was found and its share returned.
@@ -110,12 +111,12 @@ static int together(void) {
     return 0;
 }
 
-/* Child: fills the whole budget, says so, waits to be killed. */
-static int filler(void) {
+/* Child: fills the whole budget (or all but 1 MiB), says so, waits to be killed. */
+static int filler(size_t bytes) {
     init_group();
-    unsigned char *p = strata_sb_malloc(BUDGET);
+    unsigned char *p = strata_sb_malloc(bytes);
     CHECK(p);
-    for (size_t i = 0; i < BUDGET; i += 4096) p[i] = 1;
+    for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
     printf("ready\n");
     fflush(stdout);
     pause();
@@ -149,15 +150,44 @@ static int dead(void) {
     return 0;
 }
 
+/* A first touch fills ahead only into the group's room: with another
+ * member holding all but 1 MiB of the budget (and not answering: it
+ * waits in pause), one touch makes at most 1 MiB resident here and never
+ * goes over the budget. */
+static int room(void) {
+    init_group();
+    int fd;
+    pid_t pid = spawn("filler7", &fd);
+    char buf[16] = {0};
+    CHECK(read(fd, buf, sizeof buf - 1) > 0 && !strncmp(buf, "ready", 5));
+    unsigned char *p = strata_sb_malloc(BUDGET);
+    CHECK(p);
+    p[0] = 3;
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    printf("one touch beside a member holding %u KiB: resident %llu KiB, group %llu KiB, over budget %llu\n",
+           (BUDGET - (1u << 20)) >> 10, (unsigned long long)st.resident >> 10,
+           (unsigned long long)st.group_resident >> 10, (unsigned long long)st.over_budget);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    CHECK(st.resident >= 4096 && st.resident <= (1u << 20));
+    CHECK(st.group_resident <= BUDGET && st.over_budget == 0);
+    CHECK(p[0] == 3);
+    strata_sb_free(p);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     CHECK(argc >= 2);
     if (argc >= 3) snprintf(group, sizeof group, "%s", argv[2]);
     else snprintf(group, sizeof group, "test-%d", (int)getpid());
     int rc;
     if (!strcmp(argv[1], "member")) return member();
-    if (!strcmp(argv[1], "filler")) return filler();
+    if (!strcmp(argv[1], "filler")) return filler(BUDGET);
+    if (!strcmp(argv[1], "filler7")) return filler(BUDGET - (1u << 20));
     if (!strcmp(argv[1], "together")) rc = together();
     else if (!strcmp(argv[1], "dead")) rc = dead();
+    else if (!strcmp(argv[1], "room")) rc = room();
     else return 2;
     char shm[128];
     snprintf(shm, sizeof shm, "/dev/shm/strata-sb-%s", group);
