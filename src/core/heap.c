@@ -30,6 +30,7 @@ static pthread_key_t exit_key;
 static bool exit_key_ready;
 
 static void heap_thread_exit(void *value);
+static _Atomic(uint32_t) threshold_gen;   /* see heap_option_changed */
 
 void heap_init_process(void) {
     if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
@@ -83,11 +84,60 @@ heap_t *heap_get_or_init(void) {
     if (!heap) return NULL;
     for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
     for (size_t i = 0; i <= CLASS_COUNT; i++) heap->class_page[i] = &page_empty;
+    heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
     tls_heap = heap;
     stat_add(&stats.threads, 1);
     /* Set last: with many keys, glibc may allocate here, and the heap is ready. */
     if (exit_key_ready) pthread_setspecific(exit_key, heap);
     return heap;
+}
+
+/* The large threshold decides which classes the fast path may serve
+ * (heap_direct_update).  A change refreshes the calling thread's heap now
+ * and every other heap at its next housekeeping. */
+static void heap_direct_refresh(heap_t *heap) {
+    heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++) heap_direct_update(heap, c);
+}
+
+void heap_option_changed(int o) {
+    if (o != STRATA_OPTION_LARGE_THRESHOLD) return;
+    atomic_fetch_add_explicit(&threshold_gen, 1, memory_order_relaxed);
+    if (tls_heap != &heap_empty) heap_direct_refresh(tls_heap);
+}
+
+/* Purge back-off.  A page purged and then taken again before long was
+ * given back for nothing: the program faults it in again (and pays the
+ * madvise).  Each such refault doubles the heap's delay, up to
+ * PURGE_SHIFT_MAX doublings; a spell of PURGE_QUIET delays without one
+ * halves it again.  So a program that frees and reallocates in cycles
+ * longer than the delay stops thrashing after a few cycles, and one that
+ * really stopped using its memory still gets it purged after (at most)
+ * the longest delay. */
+#define PURGE_QUIET 4
+
+long heap_purge_delay(const heap_t *heap) {
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    return d > 0 ? d << heap->purge_shift : d;
+}
+
+void heap_note_refault(heap_t *heap) {
+    uint64_t now = heap_clock(heap);
+    heap->refault_at = now;
+    /* One doubling per delay period at most: a burst of refaults is one event. */
+    if (heap->purge_shift < PURGE_SHIFT_MAX && now >= heap->purge_shift_at + (uint64_t)heap_purge_delay(heap)) {
+        heap->purge_shift++;
+        heap->purge_shift_at = now;
+    }
+}
+
+static void heap_purge_relax(heap_t *heap, uint64_t now) {
+    long d = heap_purge_delay(heap);
+    uint64_t quiet = (uint64_t)d * PURGE_QUIET;
+    if (heap->purge_shift > 0 && d > 0 && now >= heap->refault_at + quiet && now >= heap->purge_shift_at + quiet) {
+        heap->purge_shift--;
+        heap->purge_shift_at = now;
+    }
 }
 
 /* Slow-path housekeeping, at most once per clock tick (a few ms) per heap:
@@ -98,6 +148,8 @@ void heap_maintain(heap_t *heap) {
     uint64_t now = os_now_ms();
     if (now == heap->maintained_at) return;
     heap->maintained_at = now;
+    if (heap->threshold_gen != atomic_load_explicit(&threshold_gen, memory_order_relaxed)) heap_direct_refresh(heap);
+    heap_purge_relax(heap, now);
     if (heap->purge_due && now >= heap->purge_due) {
         uint64_t a = heap_retire_expired(heap, now);
         uint64_t b = segment_purge_idle(heap, now, false, NULL);

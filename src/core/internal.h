@@ -120,7 +120,7 @@ typedef struct page_s {
     uint8_t class_idx;
     _Atomic(uint8_t) flags;   /* written by the owner only; read by remote frees */
     uint8_t index;            /* in the segment */
-    uint8_t is_zero;          /* never-written memory: calloc may skip memset */
+    uint8_t is_zero;          /* never-written memory: calloc may skip memset (2: purged after use) */
     uint32_t capacity;        /* blocks carved from the page so far */
     /* The rest is for slow paths. */
     uint32_t reserved;        /* blocks that fit in the page */
@@ -274,6 +274,14 @@ typedef struct heap_s {
     uint64_t stat_free[CLASS_COUNT + 1];
     uint64_t stat_flushed_alloc[CLASS_COUNT + 1];  /* part already added to global live */
     uint64_t stat_flushed_free[CLASS_COUNT + 1];
+    /* Purge back-off (heap_purge_delay): the delay is the option's shifted
+     * left by purge_shift, raised when a purged page is taken again soon
+     * (the purge was wasted: memory given back and faulted in again) and
+     * lowered after a quiet spell. */
+    uint32_t purge_shift;
+    uint64_t refault_at;                    /* ms: last purged page taken again */
+    uint64_t purge_shift_at;                /* ms: last change of purge_shift */
+    uint32_t threshold_gen;                 /* large-threshold changes seen (heap_option_changed) */
 } heap_t;
 
 extern heap_t heap_empty;
@@ -285,6 +293,11 @@ static inline uint64_t heap_clock(const heap_t *heap) {
 }
 extern page_t page_empty;
 extern STRATA_TLS heap_t *tls_heap;
+
+/* The heap's purge delay now (ms; < 0: never purge). */
+#define PURGE_SHIFT_MAX 7   /* the delay grows to at most 128 times the option's */
+long heap_purge_delay(const heap_t *heap);
+void heap_note_refault(heap_t *heap);
 
 /* ---- Process state -------------------------------------------------------- */
 /* Written once by process init before it publishes strata_ready (release);
@@ -306,6 +319,7 @@ typedef void heap_visit_fn(const heap_t *heap, void *arg);
 void heap_visit_all(heap_visit_fn *fn, void *arg);
 void heap_flush_stats(heap_t *heap);
 void heap_maintain(heap_t *heap);
+void heap_option_changed(int o);
 
 /* page.c */
 void page_queue_push_front(page_queue_t *q, page_t *page);
@@ -318,6 +332,7 @@ void page_retire(heap_t *heap, page_t *page);
 void page_unfull(heap_t *heap, page_t *page);
 page_t *page_find_free(heap_t *heap, uint32_t cls);
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
+bool heap_release_retained(heap_t *heap, segment_kind kind);
 block_t *page_block_start(const page_t *page, const void *p);
 bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call);
 void page_setup_keys(page_t *page);
