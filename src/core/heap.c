@@ -106,14 +106,14 @@ void heap_option_changed(int o) {
     if (tls_heap != &heap_empty) heap_direct_refresh(tls_heap);
 }
 
-/* Purge back-off.  A page purged and then taken again before long was
- * given back for nothing: the program faults it in again (and pays the
- * madvise).  Each such refault doubles the heap's delay, up to
- * PURGE_SHIFT_MAX doublings; a spell of PURGE_QUIET delays without one
- * halves it again.  So a program that frees and reallocates in cycles
- * longer than the delay stops thrashing after a few cycles, and one that
- * really stopped using its memory still gets it purged after (at most)
- * the longest delay. */
+/* Purge back-off.  A page purged and then wanted again before long was
+ * given back for nothing: the program faults it in again (and paid the
+ * madvise).  The time between the purge and the refault says how long this
+ * heap's memory lies idle between uses; the delay grows (by doublings, up
+ * to PURGE_SHIFT_MAX) until it is at least twice that idle spell, so the
+ * next cycle finds its pages still there.  A spell of PURGE_QUIET delays
+ * without a refault halves it again; so a program that really stopped
+ * using its memory still gets it purged after at most the longest delay. */
 #define PURGE_QUIET 4
 
 long heap_purge_delay(const heap_t *heap) {
@@ -121,14 +121,51 @@ long heap_purge_delay(const heap_t *heap) {
     return d > 0 ? d << heap->purge_shift : d;
 }
 
-void heap_note_refault(heap_t *heap) {
+void heap_note_refault(heap_t *heap, uint64_t purged_at) {
     uint64_t now = heap_clock(heap);
+    (void)purged_at;
     heap->refault_at = now;
     /* One doubling per delay period at most: a burst of refaults is one event. */
     if (heap->purge_shift < PURGE_SHIFT_MAX && now >= heap->purge_shift_at + (uint64_t)heap_purge_delay(heap)) {
         heap->purge_shift++;
         heap->purge_shift_at = now;
     }
+}
+
+/* Pages held by the heap (in its queues, used or kept empty) and their
+ * recent peak: what the heap needed lately. */
+void heap_page_held(heap_t *heap, int delta) {
+    if (delta < 0 && heap->held_pages == 0) return;   /* adopted pages counted elsewhere */
+    heap->held_pages += (uint32_t)delta;
+    if (heap->held_pages > heap->held_peak) heap->held_peak = heap->held_pages;
+}
+
+/* One purge pass.  Free resident pages (kept empty ones and unused ones
+ * not yet purged) are given back only beyond what the heap's recent peak
+ * says it will need again: the peak's excess over what is held now halves
+ * every purge delay the heap is active (a decay curve), so memory freed
+ * in a phase the program repeats stays until the program stops repeating
+ * it, and a thread that sleeps (no passes) does not come back to find its
+ * memory purged just as it needs it.  Among those, only pages idle for
+ * their delay go, in runs. */
+static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
+    long d = heap_purge_delay(heap);
+    if (d > 0 && now >= heap->peak_decay_at) {
+        if (heap->held_peak > heap->held_pages) heap->held_peak -= (heap->held_peak - heap->held_pages + 1) / 2;
+        heap->peak_decay_at = now + (uint64_t)d;
+    }
+    uint32_t kept = heap_count_kept(heap);
+    uint32_t dirty = segment_count_dirty(heap);
+    uint32_t in_use = heap->held_pages > kept ? heap->held_pages - kept : 0;
+    uint32_t allow = heap->held_peak > in_use ? heap->held_peak - in_use : 0;
+    heap->purge_budget = kept + dirty > allow ? kept + dirty - allow : 0;
+    uint64_t b = segment_purge_idle(heap, now, false, NULL);
+    uint64_t a = heap_retire_expired(heap, now);
+    uint64_t next = (a && b) ? (a < b ? a : b) : (a | b);
+    /* Kept back by the budget: look again when the peak has decayed. */
+    if (heap->held_peak > in_use && kept + dirty > 0 && d > 0 && (next == 0 || next > heap->peak_decay_at))
+        next = heap->peak_decay_at;
+    return next;
 }
 
 static void heap_purge_relax(heap_t *heap, uint64_t now) {
@@ -150,11 +187,7 @@ void heap_maintain(heap_t *heap) {
     heap->maintained_at = now;
     if (heap->threshold_gen != atomic_load_explicit(&threshold_gen, memory_order_relaxed)) heap_direct_refresh(heap);
     heap_purge_relax(heap, now);
-    if (heap->purge_due && now >= heap->purge_due) {
-        uint64_t a = heap_retire_expired(heap, now);
-        uint64_t b = segment_purge_idle(heap, now, false, NULL);
-        heap->purge_due = (a && b) ? (a < b ? a : b) : (a | b);
-    }
+    if (heap->purge_due && now >= heap->purge_due) heap->purge_due = heap_purge_pass(heap, now);
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
     if (now >= due && atomic_compare_exchange_strong(&next_global, &due, now + 10)) {

@@ -282,6 +282,12 @@ typedef struct heap_s {
     uint64_t refault_at;                    /* ms: last purged page taken again */
     uint64_t purge_shift_at;                /* ms: last change of purge_shift */
     uint32_t threshold_gen;                 /* large-threshold changes seen (heap_option_changed) */
+    /* Purge budget (heap_purge_pass): pages held (not unused), their recent
+     * peak (decaying), and how many free resident pages this pass may give back. */
+    uint32_t held_pages;
+    uint32_t held_peak;
+    uint32_t purge_budget;
+    uint64_t peak_decay_at;                 /* ms: next halving of held_peak's excess */
 } heap_t;
 
 extern heap_t heap_empty;
@@ -297,7 +303,7 @@ extern STRATA_TLS heap_t *tls_heap;
 /* The heap's purge delay now (ms; < 0: never purge). */
 #define PURGE_SHIFT_MAX 7   /* the delay grows to at most 128 times the option's */
 long heap_purge_delay(const heap_t *heap);
-void heap_note_refault(heap_t *heap);
+void heap_note_refault(heap_t *heap, uint64_t purged_at);
 
 /* ---- Process state -------------------------------------------------------- */
 /* Written once by process init before it publishes strata_ready (release);
@@ -332,6 +338,7 @@ void page_retire(heap_t *heap, page_t *page);
 void page_unfull(heap_t *heap, page_t *page);
 page_t *page_find_free(heap_t *heap, uint32_t cls);
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
+uint32_t heap_count_kept(heap_t *heap);
 bool heap_release_retained(heap_t *heap, segment_kind kind);
 block_t *page_block_start(const page_t *page, const void *p);
 bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call);
@@ -346,6 +353,8 @@ void segment_page_free(heap_t *heap, page_t *page);
 void segment_abandon(heap_t *heap, segment_t *seg);
 bool segment_reclaim_for_free(heap_t *heap, segment_t *seg);
 uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged);
+uint32_t segment_count_dirty(const heap_t *heap);
+void heap_page_held(heap_t *heap, int delta);
 size_t segment_cache_release(bool all);
 size_t segment_abandoned_purge(bool wait, uint64_t now);
 size_t segment_reclaim(void);

@@ -422,19 +422,33 @@ static bool page_is_kept(page_t *page) {
 }
 
 /* Gives back the empty pages page_retire kept, once their delay is over
- * (each to be purged in the same pass).  Returns the next deadline among
- * those still kept (0: none). */
+ * and as far as the pass's purge budget goes (heap_purge_pass); they are
+ * purged on the next pass.  Returns the next deadline among those still
+ * kept (0: none). */
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now) {
     uint64_t next = 0;
     for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
         for (page_t *page = heap->queues[c].first, *pn; page; page = pn) {
             pn = page->next;
             if (!page_is_kept(page)) continue;
-            if (page->purge_at <= now) page_release_kept(heap, page, now);
-            else if (next == 0 || page->purge_at < next) next = page->purge_at;
+            if (page->purge_at <= now && heap->purge_budget > 0) {
+                heap->purge_budget--;
+                page_release_kept(heap, page, now);
+                if (next == 0 || now + 1 < next) next = now + 1;
+            } else if (page->purge_at > now && (next == 0 || page->purge_at < next)) {
+                next = page->purge_at;
+            }
         }
     }
     return next;
+}
+
+/* Empty pages kept in the class queues. */
+uint32_t heap_count_kept(heap_t *heap) {
+    uint32_t n = 0;
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++)
+        for (page_t *page = heap->queues[c].first; page; page = page->next) n += page_is_kept(page);
+    return n;
 }
 
 /* The heap needs a page of a segment of this kind and has no unused one

@@ -264,11 +264,13 @@ static void segment_adopt(heap_t *heap, segment_t *seg) {
         page_flags_clear(page, PAGE_FULL);
         page_collect(page);
         if (page->used == 0) {
+            heap_page_held(heap, 1);   /* (counted as held until given back) */
             page_give_back(heap, seg, page);
             continue;
         }
         page_queue_push_front(&heap->queues[page->class_idx], page);
         heap_direct_update(heap, page->class_idx);
+        heap_page_held(heap, 1);
     }
     if (seg->used_pages == 0) {
         segment_emptied(heap, seg);
@@ -306,10 +308,11 @@ static page_t *segment_page_take(heap_t *heap, segment_t *s, page_t *page) {
         long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
         if (page->is_zero == 2 && page->purge_at != 0 && d > 0 &&
             heap_clock(heap) < page->purge_at + ((uint64_t)d << PURGE_SHIFT_MAX))
-            heap_note_refault(heap);
+            heap_note_refault(heap, page->purge_at);
         page->is_zero = 0;
     }
     page->purge_at = 0;
+    heap_page_held(heap, 1);
     stat_add_peak(&stats.pages, &stats.pages_peak, 1);
     return page;
 }
@@ -355,6 +358,7 @@ static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
     page->free = page->local_free = NULL;
     page->capacity = page->used = 0;
     atomic_store_explicit(&page->heap, NULL, memory_order_relaxed);
+    heap_page_held(heap, -1);
     stat_sub(&stats.pages, 1);
     long delay = heap_purge_delay(heap);
     if (delay == 0) page_purge(seg, page);
@@ -399,8 +403,9 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
             for (uint32_t i = 0; i <= s->page_count; i++) {
                 page_t *page = i < s->page_count ? &s->pages[i] : NULL;
                 bool due = page && (page_flags(page) & PAGE_UNUSED) && !page->is_zero &&
-                           (all || (page->purge_at != 0 && page->purge_at <= now));
+                           (all || (page->purge_at != 0 && page->purge_at <= now && heap->purge_budget > 0));
                 if (due) {
+                    if (!all) heap->purge_budget--;
                     if (run == UINT32_MAX) run = i;
                     if (purged) {
                         uint8_t *a;
@@ -417,7 +422,10 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
                     (next == 0 || page->purge_at < next))
                     next = page->purge_at;
             }
-            if (s->used_pages == 0 && (all || (delay >= 0 && s->cached_at + (uint64_t)delay <= now))) {
+            bool dirty = false;   /* (after the runs above: what the budget kept back) */
+            for (uint32_t i = 0; i < s->page_count && !dirty && !all; i++) dirty = !s->pages[i].is_zero;
+            if (s->used_pages == 0 &&
+                (all || (delay >= 0 && s->cached_at + (uint64_t)delay <= now && (!dirty || heap->purge_budget > 0)))) {
                 size_t n = segment_release(heap, s);
                 if (purged) *purged += n;
             }
@@ -426,6 +434,18 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
         }
     }
     return next;
+}
+
+/* Unused pages of the heap's segments not purged yet (resident). */
+uint32_t segment_count_dirty(const heap_t *heap) {
+    uint32_t n = 0;
+    for (int k = 0; k < SEG_KINDS; k++)
+        for (const segment_t *s = heap->segments[k]; s; s = s->next) {
+            if (s->used_pages == s->page_count) break;   /* full segments are at the back */
+            for (uint32_t i = 0; i < s->page_count; i++)
+                n += (page_flags(&s->pages[i]) & PAGE_UNUSED) && !s->pages[i].is_zero;
+        }
+    return n;
 }
 
 /* Unmaps the heap's empty segments and the segment cache now, whatever
