@@ -125,8 +125,10 @@ void heap_note_refault(heap_t *heap, uint64_t purged_at) {
     uint64_t now = heap_clock(heap);
     (void)purged_at;
     heap->refault_at = now;
-    /* One doubling per delay period at most: a burst of refaults is one event. */
-    if (heap->purge_shift < PURGE_SHIFT_MAX && now >= heap->purge_shift_at + (uint64_t)heap_purge_delay(heap)) {
+    /* One doubling per (unshifted) delay at most: a burst of refaults in one
+     * tick is one event; a phase of them climbs fast. */
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    if (heap->purge_shift < PURGE_SHIFT_MAX && d > 0 && now >= heap->purge_shift_at + (uint64_t)d) {
         heap->purge_shift++;
         heap->purge_shift_at = now;
     }
@@ -135,37 +137,10 @@ void heap_note_refault(heap_t *heap, uint64_t purged_at) {
 /* Pages held by the heap (in its queues, used or kept empty) and their
  * recent peak: what the heap needed lately. */
 void heap_page_held(heap_t *heap, int delta) {
-    if (delta < 0 && heap->held_pages == 0) return;   /* adopted pages counted elsewhere */
+    if (delta < 0 && heap->held_pages == 0) return;
     heap->held_pages += (uint32_t)delta;
+    if (delta > 0) heap->demand_at = heap_clock(heap);
     if (heap->held_pages > heap->held_peak) heap->held_peak = heap->held_pages;
-}
-
-/* One purge pass.  Free resident pages (kept empty ones and unused ones
- * not yet purged) are given back only beyond what the heap's recent peak
- * says it will need again: the peak's excess over what is held now halves
- * every purge delay the heap is active (a decay curve), so memory freed
- * in a phase the program repeats stays until the program stops repeating
- * it, and a thread that sleeps (no passes) does not come back to find its
- * memory purged just as it needs it.  Among those, only pages idle for
- * their delay go, in runs. */
-static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
-    long d = heap_purge_delay(heap);
-    if (d > 0 && now >= heap->peak_decay_at) {
-        if (heap->held_peak > heap->held_pages) heap->held_peak -= (heap->held_peak - heap->held_pages + 1) / 2;
-        heap->peak_decay_at = now + (uint64_t)d;
-    }
-    uint32_t kept = heap_count_kept(heap);
-    uint32_t dirty = segment_count_dirty(heap);
-    uint32_t in_use = heap->held_pages > kept ? heap->held_pages - kept : 0;
-    uint32_t allow = heap->held_peak > in_use ? heap->held_peak - in_use : 0;
-    heap->purge_budget = kept + dirty > allow ? kept + dirty - allow : 0;
-    uint64_t b = segment_purge_idle(heap, now, false, NULL);
-    uint64_t a = heap_retire_expired(heap, now);
-    uint64_t next = (a && b) ? (a < b ? a : b) : (a | b);
-    /* Kept back by the budget: look again when the peak has decayed. */
-    if (heap->held_peak > in_use && kept + dirty > 0 && d > 0 && (next == 0 || next > heap->peak_decay_at))
-        next = heap->peak_decay_at;
-    return next;
 }
 
 static void heap_purge_relax(heap_t *heap, uint64_t now) {
@@ -175,6 +150,35 @@ static void heap_purge_relax(heap_t *heap, uint64_t now) {
         heap->purge_shift--;
         heap->purge_shift_at = now;
     }
+}
+
+/* One purge pass.  Free resident pages (kept empty ones and unused ones
+ * not yet purged) are given back only beyond what the heap's recent peak
+ * says it will need again, as long as it keeps asking for pages: memory
+ * freed in a phase the program repeats (free a structure, build it again)
+ * stays while the program repeats it.  Once the heap has asked for no page
+ * for its purge delay, the peak falls to what is in use and everything
+ * idle for its delay goes, in runs.  The delay itself grows when purged
+ * pages are wanted again soon (heap_note_refault), so a repeated phase
+ * longer than the delay stops being purged after it was once. */
+static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
+    long d = heap_purge_delay(heap);
+    uint32_t kept = heap_count_kept(heap);
+    uint32_t dirty = segment_count_dirty(heap);
+    uint32_t in_use = heap->held_pages > kept ? heap->held_pages - kept : 0;
+    if (d >= 0 && now >= heap->demand_at + (uint64_t)d) heap->held_peak = in_use;
+    uint32_t allow = heap->held_peak > in_use ? heap->held_peak - in_use : 0;
+    heap->purge_budget = kept + dirty > allow ? kept + dirty - allow : 0;
+    uint64_t b = segment_purge_idle(heap, now, false, NULL);
+    uint64_t a = heap_retire_expired(heap, now);
+    uint64_t next = (a && b) ? (a < b ? a : b) : (a | b);
+    /* Kept back by the budget: look again when the demand may have ended. */
+    if (allow > 0 && kept + dirty > 0 && d >= 0) {
+        uint64_t t = heap->demand_at + (uint64_t)d + 1;
+        if (t <= now) t = now + 1;
+        if (next == 0 || next > t) next = t;
+    }
+    return next;
 }
 
 /* Slow-path housekeeping, at most once per clock tick (a few ms) per heap:

@@ -285,9 +285,9 @@ typedef struct heap_s {
     /* Purge budget (heap_purge_pass): pages held (not unused), their recent
      * peak (decaying), and how many free resident pages this pass may give back. */
     uint32_t held_pages;
-    uint32_t held_peak;
+    uint32_t held_peak;                     /* while the heap keeps taking pages */
     uint32_t purge_budget;
-    uint64_t peak_decay_at;                 /* ms: next halving of held_peak's excess */
+    uint64_t demand_at;                     /* ms: when the heap last took a page */
 } heap_t;
 
 extern heap_t heap_empty;
@@ -339,6 +339,7 @@ void page_unfull(heap_t *heap, page_t *page);
 page_t *page_find_free(heap_t *heap, uint32_t cls);
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
 uint32_t heap_count_kept(heap_t *heap);
+bool heap_release_kept_all(heap_t *heap);
 bool heap_release_retained(heap_t *heap, segment_kind kind);
 block_t *page_block_start(const page_t *page, const void *p);
 bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call);

@@ -443,6 +443,20 @@ uint64_t heap_retire_expired(heap_t *heap, uint64_t now) {
     return next;
 }
 
+/* Gives back every kept empty page now (memory or address space ran out);
+ * true if any went. */
+bool heap_release_kept_all(heap_t *heap) {
+    bool any = false;
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++)
+        for (page_t *page = heap->queues[c].first, *pn; page; page = pn) {
+            pn = page->next;
+            if (!page_is_kept(page)) continue;
+            page_release_kept(heap, page, 1);
+            any = true;
+        }
+    return any;
+}
+
 /* Empty pages kept in the class queues. */
 uint32_t heap_count_kept(heap_t *heap) {
     uint32_t n = 0;

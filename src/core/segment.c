@@ -160,6 +160,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
          * the large tier's empty reservations).  What is left is this
          * heap's own empty segments (of the other kind, or another node):
          * to the cache with them, and take any one from there. */
+        heap_release_kept_all(heap);
         segment_purge_idle(heap, os_now_ms(), true, NULL);
         seg = segment_from_cache(-1);
         if (!seg) fresh = (seg = segment_map()) != NULL;
@@ -451,7 +452,8 @@ uint32_t segment_count_dirty(const heap_t *heap) {
 /* Unmaps the heap's empty segments and the segment cache now, whatever
  * their delay (address space ran out elsewhere); true if any went. */
 bool segment_release_empty(heap_t *heap) {
-    bool any = atomic_load_explicit(&cache_count, memory_order_relaxed) != 0;
+    bool any = heap_release_kept_all(heap);   /* kept empty pages hold their segments */
+    any |= atomic_load_explicit(&cache_count, memory_order_relaxed) != 0;
     for (int k = 0; k < SEG_KINDS; k++)
         for (segment_t *s = heap->segments[k]; s && !any; s = s->next) any = s->used_pages == 0;
     if (!any) return false;
