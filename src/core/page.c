@@ -270,6 +270,7 @@ static inline bool page_has_remote(const page_t *page) {
  * at the back, and the next search parks it again), or goes back to its
  * segment at once if empty. */
 static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
+    uint32_t cls = page->class_idx;   /* (the page's segment may be unmapped below) */
     page_queue_remove(q, page);
     /* Watched like a full page: the next remote free hands its block to the
      * heap, so the page is collected again (and parked again, or given back
@@ -287,7 +288,7 @@ static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
         page_flags_add(page, PAGE_FULL);
         page_queue_push_back(&heap->queues[QUEUE_FULL], page);
     }
-    heap_direct_update(heap, page->class_idx);
+    heap_direct_update(heap, cls);
 }
 
 /* A page left the full queue: blocks were freed into it.  It goes to the
@@ -404,8 +405,8 @@ block_t *page_block_start(const page_t *page, const void *p) {
 static void page_release_kept(heap_t *heap, page_t *page, uint64_t purge_at) {
     uint32_t c = page->class_idx;
     page_queue_remove(&heap->queues[c], page);
-    segment_page_free(heap, page);
-    if (page->purge_at != 0) {
+    segment_page_free(heap, page);   /* with a zero delay the segment may be gone now */
+    if (heap_purge_delay(heap) > 0 && page->purge_at != 0) {
         page->purge_at = purge_at;
         if (heap->purge_due == 0 || purge_at < heap->purge_due) heap->purge_due = purge_at;
     }
