@@ -154,11 +154,12 @@ static void heap_purge_relax(heap_t *heap, uint64_t now) {
 
 /* One purge pass.  Free resident pages (kept empty ones and unused ones
  * not yet purged) are given back only beyond what the heap's recent peak
- * says it will need again, as long as it keeps asking for pages: memory
- * freed in a phase the program repeats (free a structure, build it again)
- * stays while the program repeats it.  Once the heap has asked for no page
- * for its purge delay, the peak falls to what is in use and everything
- * idle for its delay goes, in runs.  The delay itself grows when purged
+ * says it will need again, as long as it keeps taking or emptying pages:
+ * memory freed in a phase the program repeats (free a structure, build it
+ * again) stays while the program repeats it.  Once the heap has taken and
+ * emptied no page for its purge delay (wall time: a thread kept off the CPU
+ * that long counts as idle), the peak falls to what is in use and
+ * everything idle for its delay goes, in runs.  The delay itself grows when purged
  * pages are wanted again soon (heap_note_refault), so a repeated phase
  * longer than the delay stops being purged after it was once. */
 static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
@@ -168,9 +169,14 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
     uint32_t in_use = heap->held_pages > kept ? heap->held_pages - kept : 0;
     if (d >= 0 && now >= heap->demand_at + (uint64_t)d) heap->held_peak = in_use;
     uint32_t allow = heap->held_peak > in_use ? heap->held_peak - in_use : 0;
-    heap->purge_budget = kept + dirty > allow ? kept + dirty - allow : 0;
-    uint64_t b = segment_purge_idle(heap, now, false, NULL);
+    uint32_t budget = kept + dirty > allow ? kept + dirty - allow : 0;
+    /* Kept pages past their delay go back to their segments first (within
+     * the budget), then the budget's worth of due pages is purged: they
+     * included. */
+    heap->purge_budget = budget;
     uint64_t a = heap_retire_expired(heap, now);
+    heap->purge_budget = budget;
+    uint64_t b = segment_purge_idle(heap, now, false, NULL);
     uint64_t next = (a && b) ? (a < b ? a : b) : (a | b);
     /* Kept back by the budget: look again when the demand may have ended. */
     if (allow > 0 && kept + dirty > 0 && d >= 0) {

@@ -287,7 +287,7 @@ typedef struct heap_s {
     uint32_t held_pages;
     uint32_t held_peak;                     /* while the heap keeps taking pages */
     uint32_t purge_budget;
-    uint64_t demand_at;                     /* ms: when the heap last took a page */
+    uint64_t demand_at;                     /* ms: when the heap last took or emptied a page */
 } heap_t;
 
 extern heap_t heap_empty;

@@ -318,6 +318,7 @@ void page_retire(heap_t *heap, page_t *page) {
     uint32_t cls = page->class_idx;
     page_queue_t *q = &heap->queues[cls];
     long delay = heap_purge_delay(heap);
+    heap->demand_at = heap_clock(heap);   /* busy emptying pages: not idle (heap_purge_pass) */
     if (!(page_flags(page) & PAGE_FULL) && (delay != 0 || (q->first == page && q->last == page))) {
         /* (delay < 0: never purged, so kept until another class wants it) */
         page->purge_at = delay < 0 ? UINT64_MAX : heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
@@ -423,8 +424,8 @@ static bool page_is_kept(page_t *page) {
 }
 
 /* Gives back the empty pages page_retire kept, once their delay is over
- * and as far as the pass's purge budget goes (heap_purge_pass); they are
- * purged on the next pass.  Returns the next deadline among those still
+ * and as far as the pass's purge budget goes (heap_purge_pass), due for
+ * purging in the same pass.  Returns the next deadline among those still
  * kept (0: none). */
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now) {
     uint64_t next = 0;
@@ -435,7 +436,6 @@ uint64_t heap_retire_expired(heap_t *heap, uint64_t now) {
             if (page->purge_at <= now && heap->purge_budget > 0) {
                 heap->purge_budget--;
                 page_release_kept(heap, page, now);
-                if (next == 0 || now + 1 < next) next = now + 1;
             } else if (page->purge_at > now && (next == 0 || page->purge_at < next)) {
                 next = page->purge_at;
             }
