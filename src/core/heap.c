@@ -249,6 +249,11 @@ void heap_flush_stats(heap_t *heap) {
  * stop remote frees from reaching it, give back what is empty, and leave the
  * rest on the abandoned list for other threads to adopt. */
 void heap_abandon(heap_t *heap, bool force) {
+    /* The back-off and the budget described this thread's pattern; its
+     * free pages are due after the plain delay now (nobody here will want
+     * them back; an adopter reuses them before they are due). */
+    heap->purge_shift = 0;
+    heap->held_peak = 0;
     for (uint32_t q = 1; q <= QUEUE_FULL; q++)
         for (page_t *p = heap->queues[q].first; p; p = p->next) page_set_delay(p, DELAY_NEVER, force);
     heap_collect_delayed(heap);

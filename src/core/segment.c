@@ -324,6 +324,8 @@ static page_t *segment_page_take(heap_t *heap, segment_t *s, page_t *page) {
  * purged or fresh one, an abandoned segment's, a new segment's. */
 page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
     int node = numa_heap_node(heap);
+    /* (A kept page given back with a zero delay is purged at once: no use.) */
+    bool steal = heap_purge_delay(heap) != 0;
     for (;;) {
         /* Segments with free pages are kept at the front of the list. */
         segment_t *clean_seg = NULL;
@@ -337,7 +339,10 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
                 if (!clean) { clean = page; clean_seg = s; }
             }
         }
-        if (heap_release_retained(heap, kind)) continue;   /* a dirty page is unused now */
+        if (steal && heap_release_retained(heap, kind)) {   /* a dirty page is unused now */
+            steal = false;   /* once: if it is on another node, do not strip every class */
+            continue;
+        }
         if (clean) return segment_page_take(heap, clean_seg, clean);
         segment_t *seg = abandoned_take(kind, node);
         if (seg) {
