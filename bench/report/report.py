@@ -228,7 +228,9 @@ def fmt(v, digits=3):
 # What each family stands for, to finish "for programs like ...".  A family not
 # listed here is named as it is.
 FAMILY_ABOUT = {
-    "micro": "single-threaded loops of small malloc/free, 8 B to 64 KiB",
+    "micro": "single-threaded loops of malloc/free, 8 B to 1 MiB",
+    "programs": "single-threaded allocation-heavy programs: bignum arithmetic, a logic minimizer, an interpreter, a slow leak",
+    "threads": "short-lived threads, blocks passed between threads, a C++ map built and destroyed by 8 threads",
     "streamflow": "multi-threaded servers and producer/consumer pipelines, many blocks freed by other threads",
     "mapreduce": "MapReduce-style data processing: k-means and graph search, on threads and MPI ranks",
     "large": "programs with large blocks, KiB to GiB: scientific arrays, ML tensors",

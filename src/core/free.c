@@ -15,9 +15,10 @@
 static void free_foreign(void *p, const char *call);
 
 /* The owner's fast path.  One compare answers "owned by this thread, no
- * flag set" (local_heap); one multiply that p starts a carved block; one
- * compare that it does not already look free (block_t).  Anything else,
- * including every error, takes the generic path. */
+ * flag set" (local_heap); one multiply and compare that p starts a carved
+ * block; one compare that it does not already look free (block_t).
+ * Anything else, including every error, takes the generic path.  No
+ * statistics here: frees are counted from page->used on slow paths. */
 /* (Two plain stores for the link words: vectorizing them costs more.) */
 STRATA_NO_SLP void strata_free(void *p) {
     page_t *page = pagemap_page(p);          /* page_foreign for anything not ours */
@@ -25,12 +26,11 @@ STRATA_NO_SLP void strata_free(void *p) {
     block_t *b = p;
     /* Owner, then a block start of the page (only then are the block's
      * words read), then not already free. */
-    if (likely(atomic_load_explicit(&page->local_heap, memory_order_relaxed) == heap) &&
+    if (likely(RELAXED_LOAD(*(heap_t **)&page->local_heap) == heap) &&
         likely(page_is_block_start(page, p)) && likely(!block_link_ok(page, b))) {
         strata_assert(page->used > 0);
         block_set_next(page, b, page->local_free);
         page->local_free = b;
-        heap->stat_free[page->class_idx]++;
         if (unlikely(--page->used == 0)) page_retire(heap, page);
         return;
     }

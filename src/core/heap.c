@@ -204,7 +204,7 @@ void heap_maintain(heap_t *heap) {
         segment_cache_release(false);
         large_collect(now);
     }
-    heap_flush_stats(heap);
+    heap_fold_stats(heap);   /* keeps the statistics a few ms fresh for other threads */
 }
 
 /* Frees blocks other threads handed over through the delayed list.  Each
@@ -226,22 +226,6 @@ void heap_collect_delayed(heap_t *heap) {
         block_t *next = block_next(page, b);
         if (!page_free_local(heap, page, b, "free()")) return;
         b = next;
-    }
-}
-
-/* Folds the heap's class counts into the process-wide live/peak counters. */
-void heap_flush_stats(heap_t *heap) {
-    for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
-        uint64_t a = heap->stat_alloc[c] - heap->stat_flushed_alloc[c];
-        uint64_t f = heap->stat_free[c] - heap->stat_flushed_free[c];
-        if (a == 0 && f == 0) continue;
-        heap->stat_flushed_alloc[c] = heap->stat_alloc[c];
-        heap->stat_flushed_free[c] = heap->stat_free[c];
-        int64_t now = atomic_fetch_add_explicit(&stats_class_live[c], (int64_t)(a - f), memory_order_relaxed) + (int64_t)(a - f);
-        int64_t p = atomic_load_explicit(&stats_class_peak[c], memory_order_relaxed);
-        while (now > p && !atomic_compare_exchange_weak_explicit(&stats_class_peak[c], &p, now, memory_order_relaxed,
-                                                                 memory_order_relaxed)) {
-        }
     }
 }
 
@@ -268,7 +252,6 @@ void heap_abandon(heap_t *heap, bool force) {
             p = next;
         }
     }
-    heap_flush_stats(heap);
     for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
         atomic_fetch_add_explicit(&stats_class_alloc_done[c], heap->stat_alloc[c], memory_order_relaxed);
         atomic_fetch_add_explicit(&stats_class_free_done[c], heap->stat_free[c], memory_order_relaxed);

@@ -36,6 +36,17 @@
 #define STRATA_ALIAS(type, name, params, target) struct strata_alias_unused_##name
 #endif
 
+/* A relaxed load of a word other threads may write, read once on a fast
+ * path.  An aligned word load is atomic on x86-64 either way; the plain
+ * form lets the compiler fold it into a compare or an address (one
+ * instruction less each; atomic and volatile loads are never folded), the
+ * atomic form keeps ThreadSanitizer's view exact. */
+#if defined(__SANITIZE_THREAD__) || !defined(__x86_64__)
+#define RELAXED_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#else
+#define RELAXED_LOAD(x) (x)
+#endif
+
 /* Internal invariants: checked in the debug build (make debug, STRATA_DEBUG),
  * free in a release build. */
 #if defined(STRATA_DEBUG)
@@ -110,7 +121,8 @@ typedef struct page_s {
     block_t *free;
     block_t *local_free;
     uintptr_t key;            /* guards links (see block_t); fixed for the segment's life */
-    uint64_t div_c;           /* ceil(2^64 / block_size): block-start test by one multiply */
+    uint64_t div_c;           /* floor(2^64 / block_size) + 1: block-start test (page_is_block_start) */
+    uint64_t start_limit;     /* capacity * (div_c * block_size mod 2^64): its bound */
     uint8_t *start;
     /* The owning heap while no flag is set, else NULL: free's fast path
      * needs one compare to know it may push without atomics. */
@@ -122,7 +134,13 @@ typedef struct page_s {
     uint8_t index;            /* in the segment */
     uint8_t is_zero;          /* never-written memory: calloc may skip memset (2: purged after use) */
     uint32_t capacity;        /* blocks carved from the page so far */
+    /* Blocks handed out since page_init, modulo 2^32: the statistics'
+     * source, folded into the heap's counts at every refill of the free
+     * list (page_fold_stats), so fewer than 2^32 pass between two folds. */
+    uint32_t allocs;
     /* The rest is for slow paths. */
+    uint32_t allocs_folded;   /* allocs when last folded */
+    uint32_t frees_folded;    /* frees (allocs - used) when last folded */
     uint32_t reserved;        /* blocks that fit in the page */
     uint32_t block_size;      /* 0 while unused */
     uint32_t lost;            /* blocks dropped from a corrupted list (warn mode) */
@@ -147,11 +165,10 @@ typedef enum { SEG_SMALL = 0, SEG_MEDIUM = 1, SEG_KINDS = 2 } segment_kind;
 #define SMALL_PAGE_SHIFT 16
 #define MEDIUM_PAGE_SHIFT 19
 #define SEGMENT_MAX_PAGES 64
-#if defined(STRATA_SECURE)
-#define SEGMENT_HEADER_SIZE ((size_t)16384)   /* bigger pages (link_key) and a guard page */
-#else
-#define SEGMENT_HEADER_SIZE ((size_t)8192)
-#endif
+/* 64 page descriptors of about 150 bytes: 16 KiB keeps page 0's blocks
+ * 8 KiB aligned (alloc.c relies on it); only the descriptors' ~10 KiB are
+ * ever touched. */
+#define SEGMENT_HEADER_SIZE ((size_t)16384)
 
 typedef struct segment_s {
     _Atomic(struct heap_s *) owner;
@@ -229,7 +246,8 @@ static inline void block_link_marked(const page_t *page, block_t *b, const block
     b->check = (uintptr_t)next ^ page->key ^ mark;
 }
 static inline bool block_link_ok_marked(const page_t *page, const block_t *b, uintptr_t mark) {
-    return (b->link ^ PAGE_LINK_KEY(page) ^ page->key ^ mark) == b->check;
+    /* (link ^ check) first: two loads and one compare with the key in memory */
+    return (b->link ^ b->check) == (PAGE_LINK_KEY(page) ^ page->key ^ mark);
 }
 static inline void block_set_next(const page_t *page, block_t *b, const block_t *next) {
     block_link_marked(page, b, next, 0);
@@ -242,12 +260,23 @@ static inline block_t *block_next(const page_t *page, const block_t *b) {
 static inline bool block_link_ok(const page_t *page, const block_t *b) {
     return block_link_ok_marked(page, b, 0);
 }
-/* p is the start of a block carved from the page: in range, on a boundary
- * (Lemire's divisibility test: n % d == 0 iff n * ceil(2^64/d) mod 2^64 < ceil(2^64/d)). */
+/* p is the start of a block carved from the page (in range and on a block
+ * boundary), by one multiply and one compare.  With d the block size,
+ * c = floor(2^64/d) + 1 and e = c*d mod 2^64 (1 <= e <= d), an offset
+ * n = q*d + r gives n*c mod 2^64 = q*e + r*c: below capacity*e exactly when
+ * r == 0 and q < capacity, and at least c (> 2^46 for d <= 256 KiB) when
+ * r != 0.  An address before start (n wraps) lands at least 2^64/d - 2^23
+ * away, far above the bound: p need only be within the page's segment,
+ * which the page map guarantees.  (docs/integrity.md has the derivation.) */
 static inline bool page_is_block_start(const page_t *page, const void *p) {
-    uintptr_t off = (uintptr_t)p - (uintptr_t)page->start;
-    /* span grows while other threads may free into the page: relaxed (a plain load) */
-    return off < __atomic_load_n(&page->span, __ATOMIC_RELAXED) && (uint64_t)(uint32_t)off * page->div_c < page->div_c;
+    uint64_t off = (uintptr_t)p - (uintptr_t)page->start;
+    /* start_limit grows while other threads may free into the page: relaxed (a plain load) */
+    return off * page->div_c < RELAXED_LOAD(page->start_limit);
+}
+/* The block-start test's constants for block size d (see above). */
+static inline uint64_t block_div_c(uint32_t d) {
+    uint64_t c = UINT64_MAX / d + 1;
+    return c * d == 0 ? c + 1 : c;          /* d a power of two: e would be 0 */
 }
 
 /* ---- Heaps ---------------------------------------------------------------
@@ -270,10 +299,9 @@ typedef struct heap_s {
     uint64_t maintained_at;                 /* ms: last slow-path housekeeping */
     uint32_t retires;                       /* pages retired (paces housekeeping) */
     struct heap_s *next_heap, *prev_heap;   /* registry of live heaps */
+    /* Per class, folded from the pages on slow paths (page_fold_stats). */
     uint64_t stat_alloc[CLASS_COUNT + 1];
     uint64_t stat_free[CLASS_COUNT + 1];
-    uint64_t stat_flushed_alloc[CLASS_COUNT + 1];  /* part already added to global live */
-    uint64_t stat_flushed_free[CLASS_COUNT + 1];
     /* Purge back-off (heap_purge_delay): the delay is the option's shifted
      * left by purge_shift, raised when a purged page is taken again soon
      * (the purge was wasted: memory given back and faulted in again) and
@@ -323,7 +351,6 @@ void heap_fork_parent(void);
 void heap_fork_child(void);
 typedef void heap_visit_fn(const heap_t *heap, void *arg);
 void heap_visit_all(heap_visit_fn *fn, void *arg);
-void heap_flush_stats(heap_t *heap);
 void heap_maintain(heap_t *heap);
 void heap_option_changed(int o);
 
@@ -331,6 +358,9 @@ void heap_option_changed(int o);
 void page_queue_push_front(page_queue_t *q, page_t *page);
 void page_queue_remove(page_queue_t *q, page_t *page);
 void page_init(page_t *page, heap_t *heap, uint32_t cls);
+void page_fold_stats(heap_t *heap, page_t *page);
+void page_stats_release(heap_t *heap, page_t *page);
+void heap_fold_stats(heap_t *heap);
 void page_extend(page_t *page);
 void page_collect(page_t *page);
 bool page_set_delay(page_t *page, delay_state state, bool force);

@@ -28,6 +28,7 @@ static uint32_t gcd32(uint32_t a, uint32_t b) {
 
 static void page_set_span(page_t *page) {
     __atomic_store_n(&page->span, page->capacity * page->block_size, __ATOMIC_RELAXED);
+    __atomic_store_n(&page->start_limit, (uint64_t)page->capacity * (page->div_c * page->block_size), __ATOMIC_RELAXED);
 }
 
 void page_queue_push_front(page_queue_t *q, page_t *page) {
@@ -55,6 +56,30 @@ void page_queue_remove(page_queue_t *q, page_t *page) {
 }
 
 
+/* Moves the page's counts into its heap's class totals (owner only, slow
+ * paths): the blocks handed out since the last fold, and the frees —
+ * allocs - used, so a remote free counts once the owner has collected it.
+ * Malloc's fast path counts one increment per page; free's counts nothing. */
+void page_fold_stats(heap_t *heap, page_t *page) {
+    uint32_t frees = page->allocs - page->used;     /* (mod 2^32, as allocs) */
+    heap->stat_alloc[page->class_idx] += (uint32_t)(page->allocs - page->allocs_folded);
+    heap->stat_free[page->class_idx] += (uint32_t)(frees - page->frees_folded);
+    page->allocs_folded = page->allocs;
+    page->frees_folded = frees;
+}
+
+/* Folds every page of the heap (its owner asks, e.g. to print statistics). */
+void heap_fold_stats(heap_t *heap) {
+    for (uint32_t q = 1; q <= QUEUE_FULL; q++)
+        for (page_t *p = heap->queues[q].first; p; p = p->next) page_fold_stats(heap, p);
+}
+
+/* A page leaves its class (owner only): its last counts go to the heap. */
+void page_stats_release(heap_t *heap, page_t *page) {
+    page_fold_stats(heap, page);
+    stat_sub(&stats_class_pages[page->class_idx], 1);
+}
+
 /* Makes an unused page of a segment hold blocks of class cls for heap. */
 void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     segment_t *seg = segment_of(page);
@@ -64,11 +89,13 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     page->block_size = class_size[cls];
     page->class_idx = (uint8_t)cls;
     page->reserved = (uint32_t)(page_bytes / page->block_size);
-    page->div_c = UINT64_MAX / page->block_size + 1;
+    page->div_c = block_div_c(page->block_size);
     strata_assert(page->reserved > 0);
     page->capacity = 0;
-    __atomic_store_n(&page->span, 0, __ATOMIC_RELAXED);
+    page_set_span(page);
     page->used = 0;
+    page->allocs = page->allocs_folded = page->frees_folded = 0;
+    stat_add_peak(&stats_class_pages[cls], &stats_class_pages_peak[cls], 1);
     page->lost = 0;
     page->free = page->local_free = NULL;
     page->purge_at = 0;
@@ -151,9 +178,9 @@ void page_collect(page_t *page) {
             page->local_free = head;
         }
         page->used -= n;
-        heap_t *heap = atomic_load_explicit(&page->heap, memory_order_relaxed);
-        if (heap) heap->stat_free[page->class_idx] += n;
     }
+    heap_t *heap = atomic_load_explicit(&page->heap, memory_order_relaxed);
+    if (heap) page_fold_stats(heap, page);
     if (page->free == NULL) {
         page->free = page->local_free;
         page->local_free = NULL;
@@ -388,7 +415,6 @@ bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call) {
     }
     block_set_next(page, b, page->local_free);
     page->local_free = b;
-    heap->stat_free[page->class_idx]++;
     page->used--;
     if (page_flags(page) & PAGE_FULL) page_unfull(heap, page);
     if (page->used == 0) page_retire(heap, page);

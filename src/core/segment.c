@@ -359,6 +359,7 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
  * what happens to the segment. */
 static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
     strata_assert(seg->used_pages > 0 && !(page_flags(page) & PAGE_UNUSED));
+    page_stats_release(heap, page);
     page_flags_store(page, PAGE_UNUSED);
     page->block_size = 0;
     page->free = page->local_free = NULL;

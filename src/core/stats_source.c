@@ -1,7 +1,7 @@
 /* stats_source.c — what the statistics module (src/stats, below the
- * allocator) cannot count itself: the per-class counts kept in each
- * thread's heap, summed over the live heaps and those already gone, and the
- * large tier's books.  Registered at process start-up. */
+ * allocator) cannot count itself: the per-class counts each heap folds from
+ * its pages on slow paths, summed over the live heaps and those already
+ * gone, and the large tier's books.  Registered at process start-up. */
 #include "internal.h"
 
 #include <string.h>
@@ -28,7 +28,12 @@ static void class_totals_get(class_totals *t) {
         t->alloc[c] = atomic_load_explicit(&stats_class_alloc_done[c], memory_order_relaxed);
         t->freed[c] = atomic_load_explicit(&stats_class_free_done[c], memory_order_relaxed);
     }
-    if (atomic_load_explicit(&strata_ready, memory_order_acquire)) heap_visit_all(add_heap, t);
+    if (!atomic_load_explicit(&strata_ready, memory_order_acquire)) return;
+    /* The asking thread's own pages are folded now; other live threads'
+     * were folded at their last housekeeping (a few ms at most while they
+     * allocate; a heap that sleeps shows what it had then). */
+    if (tls_heap != &heap_empty) heap_fold_stats(tls_heap);
+    heap_visit_all(add_heap, t);
 }
 
 static void totals(strata_stats_t *out) {
@@ -54,7 +59,8 @@ static size_t classes(stats_class_row *rows, size_t max) {
         rows[n].size = class_size[c];
         rows[n].alloc = t.alloc[c];
         rows[n].freed = t.freed[c];
-        rows[n].peak = atomic_load_explicit(&stats_class_peak[c], memory_order_relaxed);
+        rows[n].pages = atomic_load_explicit(&stats_class_pages[c], memory_order_relaxed);
+        rows[n].pages_peak = atomic_load_explicit(&stats_class_pages_peak[c], memory_order_relaxed);
     }
     return n;
 }

@@ -17,8 +17,8 @@
 #include "../os/os.h"
 
 stats_global_t stats;
-_Atomic(int64_t) stats_class_live[STATS_CLASSES];
-_Atomic(int64_t) stats_class_peak[STATS_CLASSES];
+_Atomic(uint64_t) stats_class_pages[STATS_CLASSES];
+_Atomic(uint64_t) stats_class_pages_peak[STATS_CLASSES];
 _Atomic(uint64_t) stats_class_alloc_done[STATS_CLASSES];
 _Atomic(uint64_t) stats_class_free_done[STATS_CLASSES];
 
@@ -109,13 +109,13 @@ static size_t stats_text(out_t *o) {
 #undef X
     stats_class_row rows[STATS_CLASSES];
     size_t nrows = class_rows(rows, STATS_CLASSES);
-    put(o, "  %-8s %14s %14s %12s %14s\n", "class", "allocated", "freed", "live", "sampled peak");
+    put(o, "  %-8s %14s %14s %12s %8s %10s\n", "class", "allocated", "freed", "live", "pages", "peak pages");
     for (size_t c = 0; c < nrows; c++) {
-        if (!rows[c].alloc) continue;
+        if (!rows[c].alloc && !rows[c].pages_peak) continue;
         int64_t live = (int64_t)(rows[c].alloc - rows[c].freed);
-        int64_t peak = rows[c].peak < live ? live : rows[c].peak;
-        put(o, "  %-8u %14llu %14llu %12lld %14lld\n", rows[c].size, (unsigned long long)rows[c].alloc,
-            (unsigned long long)rows[c].freed, (long long)live, (long long)peak);
+        put(o, "  %-8u %14llu %14llu %12lld %8llu %10llu\n", rows[c].size, (unsigned long long)rows[c].alloc,
+            (unsigned long long)rows[c].freed, (long long)live, (unsigned long long)rows[c].pages,
+            (unsigned long long)rows[c].pages_peak);
     }
     return o->len;
 }
@@ -161,12 +161,13 @@ size_t strata_stats_json(char *buf, size_t size) {
     size_t nrows = class_rows(rows, STATS_CLASSES);
     bool first = true;
     for (size_t c = 0; c < nrows; c++) {
-        if (!rows[c].alloc) continue;
+        if (!rows[c].alloc && !rows[c].pages_peak) continue;
         int64_t live = (int64_t)(rows[c].alloc - rows[c].freed);
-        int64_t peak = rows[c].peak < live ? live : rows[c].peak;
-        put(&o, "%s{\"size\": %u, \"allocated\": %llu, \"freed\": %llu, \"live\": %lld, \"peak\": %lld}",
+        put(&o,
+            "%s{\"size\": %u, \"allocated\": %llu, \"freed\": %llu, \"live\": %lld, \"pages\": %llu, "
+            "\"peak_pages\": %llu}",
             first ? "" : ", ", rows[c].size, (unsigned long long)rows[c].alloc, (unsigned long long)rows[c].freed,
-            (long long)live, (long long)peak);
+            (long long)live, (unsigned long long)rows[c].pages, (unsigned long long)rows[c].pages_peak);
         first = false;
     }
     put(&o, "]}");

@@ -52,14 +52,13 @@ static inline void stat_add_peak(_Atomic(uint64_t) *live, _Atomic(uint64_t) *pea
     }
 }
 
-/* Per size class, process-wide: blocks live and their peak, updated when a
- * heap flushes its counts (on slow paths), so the peak is sampled: printed
- * as "sampled peak", never below the live count printed next to it.  The
- * true peaks are the *_peak counters above (kept at every change) and the
- * kernel's peak RSS in the title line. */
+/* Per size class, process-wide: pages holding its blocks now and the most
+ * at once, kept at every change (a page is taken or given back on slow
+ * paths only), so the peak is exact.  Blocks are not counted on the fast
+ * paths; their live count is allocated - freed, with no peak. */
 #define STATS_CLASSES 97
-extern _Atomic(int64_t) stats_class_live[STATS_CLASSES];
-extern _Atomic(int64_t) stats_class_peak[STATS_CLASSES];
+extern _Atomic(uint64_t) stats_class_pages[STATS_CLASSES];
+extern _Atomic(uint64_t) stats_class_pages_peak[STATS_CLASSES];
 /* Counts of heaps that are gone, folded in when they were abandoned. */
 extern _Atomic(uint64_t) stats_class_alloc_done[STATS_CLASSES];
 extern _Atomic(uint64_t) stats_class_free_done[STATS_CLASSES];
@@ -69,7 +68,7 @@ extern _Atomic(uint64_t) stats_class_free_done[STATS_CLASSES];
 typedef struct stats_class_row_s {
     uint32_t size;                /* block size of the class */
     uint64_t alloc, freed;        /* cumulative */
-    int64_t peak;                 /* sampled peak of live blocks */
+    uint64_t pages, pages_peak;   /* pages holding the class's blocks: now, and the most at once */
 } stats_class_row;
 typedef struct stats_sources_s {
     void (*totals)(strata_stats_t *out);                  /* adds to the counters read from `stats` */

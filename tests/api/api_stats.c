@@ -1,10 +1,13 @@
 /* api_stats.c — statistics: strata_stats_get counters move with the
  * program's allocations, strata_stats_json writes valid JSON holding the
  * counters and behaves like snprintf when the buffer is short, and
- * strata_stats_print writes a readable report.
+ * strata_stats_print writes a readable report.  Class counts are exact
+ * once folded: the asking thread's at once, an exited thread's at its exit,
+ * frees into its pages by another thread once that thread has them.
  */
 #include "api/testutil.h"
 #include <ctype.h>
+#include <pthread.h>
 
 /* A strict little JSON checker (RFC 8259 grammar, no semantics). */
 static const char *js;
@@ -110,6 +113,56 @@ static void test_counters(void) {
     CHECK(s2.large_peak_bytes >= s1.large_peak_bytes);
 }
 
+/* allocated, freed, pages and peak pages of the class of `size` from the
+ * JSON (0s when the class is not listed). */
+static void class_counts(unsigned size, unsigned long long out[4]) {
+    static char buf[1 << 16];
+    strata_stats_json(buf, sizeof buf);
+    char key[48];
+    snprintf(key, sizeof key, "{\"size\": %u,", size);
+    const char *r = strstr(buf, key);
+    out[0] = out[1] = out[2] = out[3] = 0;
+    if (!r) return;
+    CHECK(sscanf(r, "{\"size\": %*u, \"allocated\": %llu, \"freed\": %llu, \"live\": %*d, \"pages\": %llu, "
+                    "\"peak_pages\": %llu}", &out[0], &out[1], &out[2], &out[3]) == 4);
+}
+
+enum { XN = 3000, XKEEP = 2000, XSIZE = 1792 };   /* a class nothing else here uses */
+static void *xblocks[XN];
+static void *counting_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < XN; i++) xblocks[i] = F(malloc)(XSIZE);
+    for (int i = XKEEP; i < XN; i++) F(free)(xblocks[i]);
+    return NULL;
+}
+
+static void test_class_counts_exact(void) {
+    unsigned long long c0[4], c1[4], c2[4], c3[4];
+    class_counts(XSIZE, c0);
+    /* this thread: counted the moment it asks */
+    for (int i = 0; i < 100; i++) xblocks[i] = F(malloc)(XSIZE);
+    for (int i = 0; i < 40; i++) F(free)(xblocks[i]);
+    class_counts(XSIZE, c1);
+    CHECKF(c1[0] - c0[0] == 100 && c1[1] - c0[1] == 40, "own thread: +%llu allocated, +%llu freed (want 100, 40)",
+           c1[0] - c0[0], c1[1] - c0[1]);
+    CHECKF(c1[3] >= c1[2] && c1[2] >= 1, "pages %llu, peak pages %llu", c1[2], c1[3]);
+    for (int i = 40; i < 100; i++) F(free)(xblocks[i]);
+    /* an exited thread: folded at its exit */
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, counting_thread, NULL) == 0);
+    pthread_join(t, NULL);
+    class_counts(XSIZE, c2);
+    CHECKF(c2[0] - c1[0] == XN && c2[1] - c1[1] == 60 + (XN - XKEEP),
+           "exited thread: +%llu allocated, +%llu freed (want %d, %d)", c2[0] - c1[0], c2[1] - c1[1], XN,
+           60 + (XN - XKEEP));
+    /* its blocks freed here: this thread takes its pages over and counts them */
+    for (int i = 0; i < XKEEP; i++) F(free)(xblocks[i]);
+    class_counts(XSIZE, c3);
+    CHECKF(c3[0] == c2[0] && c3[1] - c2[1] == XKEEP, "frees into an exited thread's pages: +%llu allocated, "
+           "+%llu freed (want 0, %d)", c3[0] - c2[0], c3[1] - c2[1], XKEEP);
+    CHECKF(c3[3] >= c2[3] && c3[3] >= 2, "peak pages %llu -> %llu", c2[3], c3[3]);
+}
+
 static void test_json(void) {
     void *keep = F(malloc)(100);   /* some live data so the counters are not all zero */
     size_t need = strata_stats_json(NULL, 0);
@@ -153,6 +206,7 @@ int main(void) {
     require_strata_in_use();
     test_json_checker();
     test_counters();
+    test_class_counts_exact();
     test_json();
     test_print();
     return test_report("api_stats");

@@ -16,8 +16,8 @@ import sys
 
 LIMITS = {
     # Stated in docs/design.md ("Fast paths"); raise only with a reason there.
-    "strata_malloc": (21, 3),
-    "strata_free": (42, 5),
+    "strata_malloc": (20, 3),
+    "strata_free": (32, 4),
 }
 
 LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """stats_output.py VICTIM — what STRATA_SHOW_STATS=1 and strata_stats_json say
 about the process: its program name and pid, the kernel's peak RSS (never
-below the current RSS), reserved shown as address space, the per-class peak
-called a sample."""
+below the current RSS), reserved shown as address space, per-class pages and
+their exact peaks adding up to the totals."""
 import json
 import os
 import re
@@ -40,8 +40,19 @@ reserved = [ln for ln in lines if ln.split()[:1] == ["reserved"]]
 if len(reserved) != 1 or "address space" not in reserved[0] or "not memory in use" not in reserved[0]:
     fail("reserved is not labelled as address space: %r" % reserved)
 head = [ln for ln in lines if ln.split()[:1] == ["class"]]
-if len(head) != 1 or "sampled peak" not in head[0]:
-    fail("class table header does not call its peak a sample: %r" % head)
+if len(head) != 1 or head[0].split() != ["class", "allocated", "freed", "live", "pages", "peak", "pages"]:
+    fail("class table header: %r" % head)
+# Every peak printed is exact: a class's peak pages is never below its pages
+# now, and the class rows' pages add up to the pages line.
+rows = [ln.split() for ln in lines[lines.index(head[0]) + 1:] if ln.split() and ln.split()[0].isdigit()]
+if not rows:
+    fail("no class rows")
+for r in rows:
+    if int(r[5]) < int(r[4]) or int(r[3]) < 0:
+        fail("class row: %r" % r)
+pages = [ln.split() for ln in lines if ln.split()[:1] == ["pages"]]
+if sum(int(r[4]) for r in rows) != int(pages[0][1]):
+    fail("class pages %d != pages %s" % (sum(int(r[4]) for r in rows), pages[0][1]))
 print("ok    text: %s" % lines[0])
 
 p = subprocess.run([VICTIM, "--json"], env=env, capture_output=True, text=True, timeout=30)
