@@ -31,6 +31,7 @@ static pthread_key_t exit_key;
 static bool exit_key_ready;
 
 static void heap_thread_exit(void *value);
+static _Atomic(uint32_t) threshold_gen;   /* see heap_option_changed */
 
 void heap_init_process(void) {
     if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
@@ -86,11 +87,107 @@ heap_t *heap_get_or_init(void) {
     if (!heap) return NULL;
     for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
     for (size_t i = 0; i <= CLASS_COUNT; i++) heap->class_page[i] = &page_empty;
+    heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
     tls_heap = heap;
     stat_add(&stats.threads, 1);
     /* Set last: with many keys, glibc may allocate here, and the heap is ready. */
     if (exit_key_ready) pthread_setspecific(exit_key, heap);
     return heap;
+}
+
+/* The large threshold decides which classes the fast path may serve
+ * (heap_direct_update).  A change refreshes the calling thread's heap now
+ * and every other heap at its next housekeeping. */
+static void heap_direct_refresh(heap_t *heap) {
+    heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++) heap_direct_update(heap, c);
+}
+
+void heap_option_changed(int o) {
+    if (o != STRATA_OPTION_LARGE_THRESHOLD) return;
+    atomic_fetch_add_explicit(&threshold_gen, 1, memory_order_relaxed);
+    if (tls_heap != &heap_empty) heap_direct_refresh(tls_heap);
+}
+
+/* Purge back-off.  A page purged and then wanted again before long was
+ * given back for nothing: the program faults it in again (and paid the
+ * madvise).  The time between the purge and the refault says how long this
+ * heap's memory lies idle between uses; the delay grows (by doublings, up
+ * to PURGE_SHIFT_MAX) until it is at least twice that idle spell, so the
+ * next cycle finds its pages still there.  A spell of PURGE_QUIET delays
+ * without a refault halves it again; so a program that really stopped
+ * using its memory still gets it purged after at most the longest delay. */
+#define PURGE_QUIET 4
+
+long heap_purge_delay(const heap_t *heap) {
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    return d > 0 ? d << heap->purge_shift : d;
+}
+
+void heap_note_refault(heap_t *heap, uint64_t purged_at) {
+    uint64_t now = heap_clock(heap);
+    (void)purged_at;
+    heap->refault_at = now;
+    /* One doubling per (unshifted) delay at most: a burst of refaults in one
+     * tick is one event; a phase of them climbs fast. */
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    if (heap->purge_shift < PURGE_SHIFT_MAX && d > 0 && now >= heap->purge_shift_at + (uint64_t)d) {
+        heap->purge_shift++;
+        heap->purge_shift_at = now;
+    }
+}
+
+/* Pages held by the heap (in its queues, used or kept empty) and their
+ * recent peak: what the heap needed lately. */
+void heap_page_held(heap_t *heap, int delta) {
+    if (delta < 0 && heap->held_pages == 0) return;
+    heap->held_pages += (uint32_t)delta;
+    if (delta > 0) heap->demand_at = heap_clock(heap);
+    if (heap->held_pages > heap->held_peak) heap->held_peak = heap->held_pages;
+}
+
+static void heap_purge_relax(heap_t *heap, uint64_t now) {
+    long d = heap_purge_delay(heap);
+    uint64_t quiet = (uint64_t)d * PURGE_QUIET;
+    if (heap->purge_shift > 0 && d > 0 && now >= heap->refault_at + quiet && now >= heap->purge_shift_at + quiet) {
+        heap->purge_shift--;
+        heap->purge_shift_at = now;
+    }
+}
+
+/* One purge pass.  Free resident pages (kept empty ones and unused ones
+ * not yet purged) are given back only beyond what the heap's recent peak
+ * says it will need again, as long as it keeps taking or emptying pages:
+ * memory freed in a phase the program repeats (free a structure, build it
+ * again) stays while the program repeats it.  Once the heap has taken and
+ * emptied no page for its purge delay (wall time: a thread kept off the CPU
+ * that long counts as idle), the peak falls to what is in use and
+ * everything idle for its delay goes, in runs.  The delay itself grows when purged
+ * pages are wanted again soon (heap_note_refault), so a repeated phase
+ * longer than the delay stops being purged after it was once. */
+static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
+    long d = heap_purge_delay(heap);
+    uint32_t kept = heap_count_kept(heap);
+    uint32_t dirty = segment_count_dirty(heap);
+    uint32_t in_use = heap->held_pages > kept ? heap->held_pages - kept : 0;
+    if (d >= 0 && now >= heap->demand_at + (uint64_t)d) heap->held_peak = in_use;
+    uint32_t allow = heap->held_peak > in_use ? heap->held_peak - in_use : 0;
+    uint32_t budget = kept + dirty > allow ? kept + dirty - allow : 0;
+    /* Kept pages past their delay go back to their segments first (within
+     * the budget), then the budget's worth of due pages is purged: they
+     * included. */
+    heap->purge_budget = budget;
+    uint64_t a = heap_retire_expired(heap, now);
+    heap->purge_budget = budget;
+    uint64_t b = segment_purge_idle(heap, now, false, NULL);
+    uint64_t next = (a && b) ? (a < b ? a : b) : (a | b);
+    /* Kept back by the budget: look again when the demand may have ended. */
+    if (allow > 0 && kept + dirty > 0 && d >= 0) {
+        uint64_t t = heap->demand_at + (uint64_t)d + 1;
+        if (t <= now) t = now + 1;
+        if (next == 0 || next > t) next = t;
+    }
+    return next;
 }
 
 /* Slow-path housekeeping, at most once per clock tick (a few ms) per heap:
@@ -101,11 +198,9 @@ void heap_maintain(heap_t *heap) {
     uint64_t now = os_now_ms();
     if (now == heap->maintained_at) return;
     heap->maintained_at = now;
-    if (heap->purge_due && now >= heap->purge_due) {
-        uint64_t a = heap_retire_expired(heap, now);
-        uint64_t b = segment_purge_idle(heap, now, false, NULL);
-        heap->purge_due = (a && b) ? (a < b ? a : b) : (a | b);
-    }
+    if (heap->threshold_gen != atomic_load_explicit(&threshold_gen, memory_order_relaxed)) heap_direct_refresh(heap);
+    heap_purge_relax(heap, now);
+    if (heap->purge_due && now >= heap->purge_due) heap->purge_due = heap_purge_pass(heap, now);
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
     if (now >= due && atomic_compare_exchange_strong(&next_global, &due, now + 10)) {
@@ -141,6 +236,11 @@ void heap_collect_delayed(heap_t *heap) {
  * stop remote frees from reaching it, give back what is empty, and leave the
  * rest on the abandoned list for other threads to adopt. */
 void heap_abandon(heap_t *heap, bool force) {
+    /* The back-off and the budget described this thread's pattern; its
+     * free pages are due after the plain delay now (nobody here will want
+     * them back; an adopter reuses them before they are due). */
+    heap->purge_shift = 0;
+    heap->held_peak = 0;
     for (uint32_t q = 1; q <= QUEUE_FULL; q++)
         for (page_t *p = heap->queues[q].first; p; p = p->next) page_set_delay(p, DELAY_NEVER, force);
     heap_collect_delayed(heap);

@@ -132,7 +132,7 @@ typedef struct page_s {
     uint8_t class_idx;
     _Atomic(uint8_t) flags;   /* written by the owner only; read by remote frees */
     uint8_t index;            /* in the segment */
-    uint8_t is_zero;          /* never-written memory: calloc may skip memset */
+    uint8_t is_zero;          /* never-written memory: calloc may skip memset (2: purged after use) */
     uint32_t capacity;        /* blocks carved from the page so far */
     /* Blocks handed out since page_init, modulo 2^32: the statistics'
      * source, folded into the heap's counts at every refill of the free
@@ -302,6 +302,20 @@ typedef struct heap_s {
     /* Per class, folded from the pages on slow paths (page_fold_stats). */
     uint64_t stat_alloc[CLASS_COUNT + 1];
     uint64_t stat_free[CLASS_COUNT + 1];
+    /* Purge back-off (heap_purge_delay): the delay is the option's shifted
+     * left by purge_shift, raised when a purged page is taken again soon
+     * (the purge was wasted: memory given back and faulted in again) and
+     * lowered after a quiet spell. */
+    uint32_t purge_shift;
+    uint64_t refault_at;                    /* ms: last purged page taken again */
+    uint64_t purge_shift_at;                /* ms: last change of purge_shift */
+    uint32_t threshold_gen;                 /* large-threshold changes seen (heap_option_changed) */
+    /* Purge budget (heap_purge_pass): pages held (not unused), their recent
+     * peak (decaying), and how many free resident pages this pass may give back. */
+    uint32_t held_pages;
+    uint32_t held_peak;                     /* while the heap keeps taking pages */
+    uint32_t purge_budget;
+    uint64_t demand_at;                     /* ms: when the heap last took or emptied a page */
 } heap_t;
 
 extern heap_t heap_empty;
@@ -313,6 +327,11 @@ static inline uint64_t heap_clock(const heap_t *heap) {
 }
 extern page_t page_empty;
 extern STRATA_TLS heap_t *tls_heap;
+
+/* The heap's purge delay now (ms; < 0: never purge). */
+#define PURGE_SHIFT_MAX 7   /* the delay grows to at most 128 times the option's */
+long heap_purge_delay(const heap_t *heap);
+void heap_note_refault(heap_t *heap, uint64_t purged_at);
 
 /* ---- Process state -------------------------------------------------------- */
 /* Written once by process init before it publishes strata_ready (release);
@@ -333,6 +352,7 @@ void heap_fork_child(void);
 typedef void heap_visit_fn(const heap_t *heap, void *arg);
 void heap_visit_all(heap_visit_fn *fn, void *arg);
 void heap_maintain(heap_t *heap);
+void heap_option_changed(int o);
 
 /* page.c */
 void page_queue_push_front(page_queue_t *q, page_t *page);
@@ -348,6 +368,9 @@ void page_retire(heap_t *heap, page_t *page);
 void page_unfull(heap_t *heap, page_t *page);
 page_t *page_find_free(heap_t *heap, uint32_t cls);
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
+uint32_t heap_count_kept(heap_t *heap);
+bool heap_release_kept_all(heap_t *heap);
+bool heap_release_retained(heap_t *heap, segment_kind kind);
 block_t *page_block_start(const page_t *page, const void *p);
 bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call);
 void page_setup_keys(page_t *page);
@@ -361,6 +384,8 @@ void segment_page_free(heap_t *heap, page_t *page);
 void segment_abandon(heap_t *heap, segment_t *seg);
 bool segment_reclaim_for_free(heap_t *heap, segment_t *seg);
 uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged);
+uint32_t segment_count_dirty(const heap_t *heap);
+void heap_page_held(heap_t *heap, int delta);
 size_t segment_cache_release(bool all);
 size_t segment_abandoned_purge(bool wait, uint64_t now);
 size_t segment_reclaim(void);

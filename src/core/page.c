@@ -106,12 +106,15 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
 }
 
 /* Carves more blocks into the free list, a few OS pages at a time, so a
- * page's memory is touched only as it is used. */
+ * page's memory is touched only as it is used.  At least EXTEND_MIN_BLOCKS
+ * at once (carving touches one OS page per big block): a page of a few
+ * 16-128 KiB blocks would otherwise send every malloc to the generic path. */
+#define EXTEND_MIN_BLOCKS 4
 void page_extend(page_t *page) {
     uint32_t left = page->reserved - page->capacity;
     if (left == 0) return;
     uint32_t n = (uint32_t)(16384 / page->block_size);
-    if (n < 1) n = 1;
+    if (n < EXTEND_MIN_BLOCKS) n = EXTEND_MIN_BLOCKS;
     if (n > left) n = left;
     uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
     size_t bs = page->block_size;
@@ -294,6 +297,7 @@ static inline bool page_has_remote(const page_t *page) {
  * at the back, and the next search parks it again), or goes back to its
  * segment at once if empty. */
 static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
+    uint32_t cls = page->class_idx;   /* (the page's segment may be unmapped below) */
     page_queue_remove(q, page);
     /* Watched like a full page: the next remote free hands its block to the
      * heap, so the page is collected again (and parked again, or given back
@@ -311,7 +315,7 @@ static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
         page_flags_add(page, PAGE_FULL);
         page_queue_push_back(&heap->queues[QUEUE_FULL], page);
     }
-    heap_direct_update(heap, page->class_idx);
+    heap_direct_update(heap, cls);
 }
 
 /* A page left the full queue: blocks were freed into it.  It goes to the
@@ -327,25 +331,37 @@ void page_unfull(heap_t *heap, page_t *page) {
     if (was_empty) heap_direct_update(heap, page->class_idx);
 }
 
-/* The page has no block in use.  If it is its class's only page it stays
- * for a purge delay (so a loop of malloc/free of one size does not map and
- * unmap) and heap_retire_expired gives it back later; otherwise it goes
- * back to its segment now. */
+/* The page has no block in use.  It stays in its class queue (at the back,
+ * so pages still holding blocks are filled first and this one can expire)
+ * for the heap's purge delay: a loop that empties and refills pages of one
+ * size then never gives a page back and sets it up again.  Kept pages cost
+ * no more memory than given-back ones, which also stay resident for the
+ * delay; and a heap that needs a page of another class takes a kept one
+ * before touching fresh memory (heap_release_retained).  heap_retire_expired
+ * gives them back once the delay is over.  With a zero delay only the
+ * class's only page is kept (for one tick). */
 void page_retire(heap_t *heap, page_t *page) {
     strata_assert(page->used == 0 && page_check(page, true) == 0);
-    page_queue_t *q = (page_flags(page) & PAGE_FULL) ? &heap->queues[QUEUE_FULL] : &heap->queues[page->class_idx];
-    if (!(page_flags(page) & PAGE_FULL) && q->first == page && q->last == page) {
-        long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
-        if (delay < 0) return;
-        page->purge_at = heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
+    uint32_t cls = page->class_idx;
+    page_queue_t *q = &heap->queues[cls];
+    long delay = heap_purge_delay(heap);
+    heap->demand_at = heap_clock(heap);   /* busy emptying pages: not idle (heap_purge_pass) */
+    if (!(page_flags(page) & PAGE_FULL) && (delay != 0 || (q->first == page && q->last == page))) {
+        /* (delay < 0: never purged, so kept until another class wants it) */
+        page->purge_at = delay < 0 ? UINT64_MAX : heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
         if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
+        if (page != q->first && page != q->last) {
+            page_queue_remove(q, page);
+            page_queue_push_back(q, page);
+        }
+        if ((++heap->retires & 7) == 0) heap_maintain(heap);   /* a thread that only frees purges too */
         return;
     }
-    uint32_t cls = page->class_idx;
+    if (page_flags(page) & PAGE_FULL) q = &heap->queues[QUEUE_FULL];
     page_queue_remove(q, page);
     segment_page_free(heap, page);
     heap_direct_update(heap, cls);
-    if ((++heap->retires & 7) == 0) heap_maintain(heap);   /* a thread that only frees purges too */
+    if ((++heap->retires & 7) == 0) heap_maintain(heap);
 }
 
 /* Finds (or makes) a page of class cls with a free block, first in queue.
@@ -411,24 +427,89 @@ block_t *page_block_start(const page_t *page, const void *p) {
     return (block_t *)(page->start + (off / page->block_size) * page->block_size);
 }
 
-/* Gives back the empty pages page_retire kept, once their delay is over.
- * Returns the next deadline among those still kept (0: none). */
+/* An empty page kept by page_retire leaves its queue for its segment, due
+ * for purging at once (it has been idle for its delay) or at its own time. */
+static void page_release_kept(heap_t *heap, page_t *page, uint64_t purge_at) {
+    uint32_t c = page->class_idx;
+    page_queue_remove(&heap->queues[c], page);
+    segment_page_free(heap, page);   /* with a zero delay the segment may be gone now */
+    if (heap_purge_delay(heap) > 0 && page->purge_at != 0) {
+        page->purge_at = purge_at;
+        if (heap->purge_due == 0 || purge_at < heap->purge_due) heap->purge_due = purge_at;
+    }
+    heap_direct_update(heap, c);
+}
+
+static bool page_is_kept(page_t *page) {
+    if (page->purge_at == 0) return false;
+    if (page->used != 0) {   /* in use again */
+        page->purge_at = 0;
+        return false;
+    }
+    return true;
+}
+
+/* Gives back the empty pages page_retire kept, once their delay is over
+ * and as far as the pass's purge budget goes (heap_purge_pass), due for
+ * purging in the same pass.  Returns the next deadline among those still
+ * kept (0: none). */
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now) {
     uint64_t next = 0;
     for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
-        page_t *page = heap->queues[c].first;
-        if (!page || page->purge_at == 0) continue;
-        if (page->used != 0 || page->next) {   /* in use again */
-            page->purge_at = 0;
-            continue;
-        }
-        if (page->purge_at <= now) {
-            page_queue_remove(&heap->queues[c], page);
-            segment_page_free(heap, page);
-            heap_direct_update(heap, c);
-        } else if (next == 0 || page->purge_at < next) {
-            next = page->purge_at;
+        for (page_t *page = heap->queues[c].first, *pn; page; page = pn) {
+            pn = page->next;
+            if (!page_is_kept(page)) continue;
+            if (page->purge_at <= now && heap->purge_budget > 0) {
+                heap->purge_budget--;
+                page_release_kept(heap, page, now);
+            } else if (page->purge_at > now && (next == 0 || page->purge_at < next)) {
+                next = page->purge_at;
+            }
         }
     }
     return next;
+}
+
+/* Gives back every kept empty page now (memory or address space ran out);
+ * true if any went. */
+bool heap_release_kept_all(heap_t *heap) {
+    bool any = false;
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++)
+        for (page_t *page = heap->queues[c].first, *pn; page; page = pn) {
+            pn = page->next;
+            if (!page_is_kept(page)) continue;
+            page_release_kept(heap, page, 1);
+            any = true;
+        }
+    return any;
+}
+
+/* Empty pages kept in the class queues. */
+uint32_t heap_count_kept(heap_t *heap) {
+    uint32_t n = 0;
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++)
+        for (page_t *page = heap->queues[c].first; page; page = page->next) n += page_is_kept(page);
+    return n;
+}
+
+/* The heap needs a page of a segment of this kind and has no unused one
+ * that was written before: give back one kept empty page (the one kept
+ * longest among the queues' ends) so its memory is reused rather than a
+ * fresh page touched.  True if one went. */
+bool heap_release_retained(heap_t *heap, segment_kind kind) {
+    uint32_t lo = kind == SEG_SMALL ? 1 : class_of(SMALL_CLASS_MAX_SIZE) + 1;
+    uint32_t hi = kind == SEG_SMALL ? class_of(SMALL_CLASS_MAX_SIZE) : CLASS_COUNT;
+    page_t *best = NULL;
+    for (uint32_t c = lo; c <= hi; c++) {
+        page_queue_t *q = &heap->queues[c];
+        page_t *ends[2] = {q->last, q->first};
+        for (int e = 0; e < 2; e++) {
+            page_t *page = ends[e];
+            if (page && page_is_kept(page) && (!best || page->purge_at < best->purge_at)) best = page;
+        }
+    }
+    if (!best) return false;
+    long delay = heap_purge_delay(heap);
+    page_release_kept(heap, best, heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 0));
+    return true;
 }

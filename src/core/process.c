@@ -46,6 +46,7 @@ void strata_process_init(void) {
     os_register_reclaim(segment_reclaim);
     os_register_reclaim(large_reclaim);
     heap_init_process();
+    options_on_change(heap_option_changed);
     stats_source_register();
     atomic_store_explicit(&strata_ready, true, memory_order_release);
     atomic_store(&init_state, 2);

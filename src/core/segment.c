@@ -57,15 +57,29 @@ static void list_push_back(segment_t **list, segment_t *seg) {
 }
 
 
-static void page_purge(segment_t *seg, page_t *page) {
-    uint8_t *a;
-    size_t n = page_area_of(seg, page, &a);
-    if (os_purge(a, n) == 0) {
-        stat_add(&stats.purged, n);
-        stat_sub(&stats.committed, n);
-        page->is_zero = 1;
+/* Purges pages first..last (indexes) of a segment, unused and contiguous,
+ * in one madvise.  Each is marked purged (is_zero 2) with purge_at the time
+ * it was purged, so taking it again soon is seen as a wasted purge
+ * (heap_note_refault). */
+static void page_purge_run(segment_t *seg, uint32_t first, uint32_t last, uint64_t now) {
+    uint8_t *a, *b;
+    page_area_of(seg, &seg->pages[first], &a);
+    size_t last_n = page_area_of(seg, &seg->pages[last], &b);
+    bool ok = os_purge(a, (size_t)(b + last_n - a)) == 0;   /* page areas are contiguous */
+    for (uint32_t i = first; i <= last; i++) {
+        page_t *page = &seg->pages[i];
+        if (ok) {
+            size_t m = page_area_of(seg, page, &b);
+            stat_add(&stats.purged, m);
+            stat_sub(&stats.committed, m);
+            page->is_zero = 2;
+        }
+        page->purge_at = ok ? now : 0;
     }
-    page->purge_at = 0;
+}
+
+static void page_purge(segment_t *seg, page_t *page) {
+    page_purge_run(seg, page->index, page->index, os_now_ms());
 }
 
 static void check_bits_alloc(segment_t *seg) {
@@ -146,6 +160,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
          * the large tier's empty reservations).  What is left is this
          * heap's own empty segments (of the other kind, or another node):
          * to the cache with them, and take any one from there. */
+        heap_release_kept_all(heap);
         segment_purge_idle(heap, os_now_ms(), true, NULL);
         seg = segment_from_cache(-1);
         if (!seg) fresh = (seg = segment_map()) != NULL;
@@ -250,6 +265,7 @@ static void segment_adopt(heap_t *heap, segment_t *seg) {
         page_flags_clear(page, PAGE_FULL);
         page_collect(page);
         if (page->used == 0) {
+            heap_page_held(heap, 1);   /* (counted as held until given back) */
             page_give_back(heap, seg, page);
             continue;
         }
@@ -257,6 +273,7 @@ static void segment_adopt(heap_t *heap, segment_t *seg) {
          * checking the node then, so a thread that adopts and then moves
          * does not get the old node's blocks of classes it never used. */
         page_queue_push_front(&heap->queues[page->class_idx], page);
+        heap_page_held(heap, 1);
     }
     if (seg->used_pages == 0) {
         segment_emptied(heap, seg);
@@ -278,31 +295,57 @@ static segment_t *abandoned_take(segment_kind kind, int node) {
     return found;
 }
 
+/* Takes unused page of segment s for heap. */
+static page_t *segment_page_take(heap_t *heap, segment_t *s, page_t *page) {
+    s->used_pages++;
+    strata_assert(s->used_pages <= s->page_count);
+    if (s->used_pages == s->page_count && s->next) {
+        list_remove(&heap->segments[s->kind], s);
+        list_push_back(&heap->segments[s->kind], s);
+    }
+    if (page->is_zero) {
+        uint8_t *a;
+        stat_add(&stats.committed, page_area_of(s, page, &a));
+        /* Purged, and wanted again before the longest delay was over: the
+         * purge was wasted (see heap_purge_delay). */
+        long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+        if (page->is_zero == 2 && page->purge_at != 0 && d > 0 &&
+            heap_clock(heap) < page->purge_at + ((uint64_t)d << PURGE_SHIFT_MAX))
+            heap_note_refault(heap, page->purge_at);
+        page->is_zero = 0;
+    }
+    page->purge_at = 0;
+    heap_page_held(heap, 1);
+    stat_add_peak(&stats.pages, &stats.pages_peak, 1);
+    return page;
+}
+
+/* An unused page for heap: one still resident if there is any (the
+ * heap's own unused pages, then a kept empty page of another class), so
+ * memory already touched is reused before fresh memory is touched; then a
+ * purged or fresh one, an abandoned segment's, a new segment's. */
 page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
     int node = numa_heap_node(heap);
+    /* (A kept page given back with a zero delay is purged at once: no use.) */
+    bool steal = heap_purge_delay(heap) != 0;
     for (;;) {
         /* Segments with free pages are kept at the front of the list. */
+        segment_t *clean_seg = NULL;
+        page_t *clean = NULL;
         for (segment_t *s = heap->segments[kind]; s && s->used_pages < s->page_count; s = s->next) {
             if (s->numa_node != node) continue;
             for (uint32_t i = 0; i < s->page_count; i++) {
                 page_t *page = &s->pages[i];
                 if (!(page_flags(page) & PAGE_UNUSED)) continue;
-                s->used_pages++;
-                strata_assert(s->used_pages <= s->page_count);
-                if (s->used_pages == s->page_count && s->next) {
-                    list_remove(&heap->segments[kind], s);
-                    list_push_back(&heap->segments[kind], s);
-                }
-                if (page->is_zero) {
-                    uint8_t *a;
-                    stat_add(&stats.committed, page_area_of(s, page, &a));
-                    page->is_zero = 0;
-                }
-                page->purge_at = 0;
-                stat_add_peak(&stats.pages, &stats.pages_peak, 1);
-                return page;
+                if (!page->is_zero) return segment_page_take(heap, s, page);
+                if (!clean) { clean = page; clean_seg = s; }
             }
         }
+        if (steal && heap_release_retained(heap, kind)) {   /* a dirty page is unused now */
+            steal = false;   /* once: if it is on another node, do not strip every class */
+            continue;
+        }
+        if (clean) return segment_page_take(heap, clean_seg, clean);
         segment_t *seg = abandoned_take(kind, node);
         if (seg) {
             segment_adopt(heap, seg);
@@ -324,11 +367,15 @@ static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
     page->free = page->local_free = NULL;
     page->capacity = page->used = 0;
     atomic_store_explicit(&page->heap, NULL, memory_order_relaxed);
+    heap_page_held(heap, -1);
     stat_sub(&stats.pages, 1);
-    long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    long delay = heap_purge_delay(heap);
     if (delay == 0) page_purge(seg, page);
     else if (delay > 0) {
-        page->purge_at = heap_clock(heap) + (uint64_t)delay;
+        /* Rounded up to a quarter of the delay: pages freed about the same
+         * time come due in the same pass, and neighbours go in one madvise. */
+        uint64_t grain = (uint64_t)delay / 4 + 1;
+        page->purge_at = (heap_clock(heap) + (uint64_t)delay + grain - 1) / grain * grain;
         if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
     }
     if (seg->used_pages-- == seg->page_count) {   /* it has a free page again: to the front */
@@ -340,7 +387,7 @@ static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
 /* An empty segment stays with its heap for the purge delay (it is the first
  * place the next page comes from); segment_purge_idle releases it then. */
 static void segment_emptied(heap_t *heap, segment_t *seg) {
-    long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    long delay = heap_purge_delay(heap);
     if (delay == 0) segment_release(heap, seg);
     else if (delay > 0) seg->cached_at = heap_clock(heap);
 }
@@ -356,23 +403,38 @@ void segment_page_free(heap_t *heap, page_t *page) {
  * (0: none). */
 uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
     uint64_t next = 0;
-    long delay = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    long delay = heap_purge_delay(heap);
     for (int k = 0; k < SEG_KINDS; k++) {
         for (segment_t *s = heap->segments[k], *snext; s; s = snext) {
             snext = s->next;
-            for (uint32_t i = 0; i < s->page_count; i++) {
-                page_t *page = &s->pages[i];
-                if (!(page_flags(page) & PAGE_UNUSED) || page->purge_at == 0) continue;
-                if (all || page->purge_at <= now) {
-                    uint8_t *a;
-                    size_t n = page_area_of(s, page, &a);
-                    if (purged) *purged += os_resident_bytes(a, n);
-                    page_purge(s, page);
-                } else if (next == 0 || page->purge_at < next) {
-                    next = page->purge_at;
+            /* Due pages side by side go back in one madvise. */
+            uint32_t run = UINT32_MAX;
+            for (uint32_t i = 0; i <= s->page_count; i++) {
+                page_t *page = i < s->page_count ? &s->pages[i] : NULL;
+                bool due = page && (page_flags(page) & PAGE_UNUSED) && !page->is_zero &&
+                           (all || (page->purge_at != 0 && page->purge_at <= now && heap->purge_budget > 0));
+                if (due) {
+                    if (!all) heap->purge_budget--;
+                    if (run == UINT32_MAX) run = i;
+                    if (purged) {
+                        uint8_t *a;
+                        size_t n = page_area_of(s, page, &a);
+                        *purged += os_resident_bytes(a, n);
+                    }
+                    continue;
                 }
+                if (run != UINT32_MAX) {
+                    page_purge_run(s, run, i - 1, now);
+                    run = UINT32_MAX;
+                }
+                if (page && (page_flags(page) & PAGE_UNUSED) && !page->is_zero && page->purge_at != 0 &&
+                    (next == 0 || page->purge_at < next))
+                    next = page->purge_at;
             }
-            if (s->used_pages == 0 && (all || (delay >= 0 && s->cached_at + (uint64_t)delay <= now))) {
+            bool dirty = false;   /* (after the runs above: what the budget kept back) */
+            for (uint32_t i = 0; i < s->page_count && !dirty && !all; i++) dirty = !s->pages[i].is_zero;
+            if (s->used_pages == 0 &&
+                (all || (delay >= 0 && s->cached_at + (uint64_t)delay <= now && (!dirty || heap->purge_budget > 0)))) {
                 size_t n = segment_release(heap, s);
                 if (purged) *purged += n;
             }
@@ -383,10 +445,23 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
     return next;
 }
 
+/* Unused pages of the heap's segments not purged yet (resident). */
+uint32_t segment_count_dirty(const heap_t *heap) {
+    uint32_t n = 0;
+    for (int k = 0; k < SEG_KINDS; k++)
+        for (const segment_t *s = heap->segments[k]; s; s = s->next) {
+            if (s->used_pages == s->page_count) break;   /* full segments are at the back */
+            for (uint32_t i = 0; i < s->page_count; i++)
+                n += (page_flags(&s->pages[i]) & PAGE_UNUSED) && !s->pages[i].is_zero;
+        }
+    return n;
+}
+
 /* Unmaps the heap's empty segments and the segment cache now, whatever
  * their delay (address space ran out elsewhere); true if any went. */
 bool segment_release_empty(heap_t *heap) {
-    bool any = atomic_load_explicit(&cache_count, memory_order_relaxed) != 0;
+    bool any = heap_release_kept_all(heap);   /* kept empty pages hold their segments */
+    any |= atomic_load_explicit(&cache_count, memory_order_relaxed) != 0;
     for (int k = 0; k < SEG_KINDS; k++)
         for (segment_t *s = heap->segments[k]; s && !any; s = s->next) any = s->used_pages == 0;
     if (!any) return false;
@@ -433,14 +508,20 @@ size_t segment_abandoned_purge(bool wait, uint64_t now) {
     if (wait) pthread_mutex_lock(&abandoned_lock);
     else if (pthread_mutex_trylock(&abandoned_lock) != 0) return 0;
     size_t bytes = 0;
+    uint64_t t = os_now_ms();
     for (segment_t *s = abandoned_list; s; s = s->next) {
-        for (uint32_t i = 0; i < s->page_count; i++) {
-            page_t *page = &s->pages[i];
-            if (!(page_flags(page) & PAGE_UNUSED) || page->is_zero || page->purge_at > now) continue;
-            uint8_t *a;
-            size_t n = page_area_of(s, page, &a);
-            bytes += os_resident_bytes(a, n);
-            page_purge(s, page);
+        uint32_t run = UINT32_MAX;
+        for (uint32_t i = 0; i <= s->page_count; i++) {
+            page_t *page = i < s->page_count ? &s->pages[i] : NULL;
+            if (page && (page_flags(page) & PAGE_UNUSED) && !page->is_zero && page->purge_at <= now) {
+                uint8_t *a;
+                size_t n = page_area_of(s, page, &a);
+                bytes += os_resident_bytes(a, n);
+                if (run == UINT32_MAX) run = i;
+                continue;
+            }
+            if (run != UINT32_MAX) page_purge_run(s, run, i - 1, t);
+            run = UINT32_MAX;
         }
     }
     pthread_mutex_unlock(&abandoned_lock);

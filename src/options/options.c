@@ -326,9 +326,14 @@ long strata_option_get(strata_option_t o) {
 
 /* Stores a checked value; the memory limit is also the OS layer's, which
  * reads no options itself. */
+static void (*change_hook)(int o);   /* the allocator's (options_on_change) */
+
+void options_on_change(void (*fn)(int o)) { change_hook = fn; }
+
 static void option_store(int o, long v) {
     atomic_store_explicit(&strata_options[o], v, memory_order_relaxed);
     if (o == STRATA_OPTION_MEMORY_LIMIT) os_set_memory_limit((size_t)v);
+    if (change_hook) change_hook(o);
 }
 
 int strata_option_set(strata_option_t o, long value) {

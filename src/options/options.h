@@ -20,6 +20,9 @@ static inline long opt(strata_option_t o) { return atomic_load_explicit(&strata_
 /* Reads the environment (from environ, no malloc).  Idempotent and
  * thread-safe: concurrent first callers wait for the one that reads. */
 void options_init(void);
+/* fn(option) runs after strata_option_set changed one (the allocator
+ * refreshes what it caches from it). */
+void options_on_change(void (*fn)(int o));
 /* Prints the options in force, one per line, to stderr. */
 void options_print(void);
 

@@ -1,0 +1,110 @@
+/* Empty pages and purging, seen from inside: an empty page stays in its
+ * class queue (no set-up again when the program refills it), a kept page
+ * serves another class before fresh memory is touched, strata_release and
+ * a refused mapping give kept pages back, pages of big blocks are carved
+ * several at a time, and a purged page wanted again raises the heap's
+ * purge delay.  Linked statically, so malloc here is Strata's. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/internal.h"
+#include "stats/stats.h"
+
+enum { N = 40 };
+static void *blocks[N];
+
+static page_t *page_at(void *p) { return page_of(segment_of(p), p); }
+
+static void empty_pages_stay_in_their_class(void) {
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 100000);
+    size_t size = 60 * 1024;
+    uint32_t cls = class_of(size);
+    page_t *pages[N];
+    for (int i = 0; i < N; i++) { blocks[i] = malloc(size); memset(blocks[i], 1, 64); pages[i] = page_at(blocks[i]); }
+    CHECK(pages[0] != pages[N - 1]);   /* several pages */
+    strata_stats_t a, b;
+    strata_stats_get(&a);
+    for (int i = 0; i < N; i++) free(blocks[i]);
+    for (int i = 0; i < N; i++) {
+        CHECK(!(page_flags(pages[i]) & PAGE_UNUSED));
+        CHECK(pages[i]->class_idx == cls && pages[i]->used == 0);
+    }
+    for (int i = 0; i < N; i++) {
+        blocks[i] = malloc(size);
+        bool known = false;
+        for (int k = 0; k < N; k++) known |= page_at(blocks[i]) == pages[k];
+        CHECK(known);
+    }
+    strata_stats_get(&b);
+    CHECK(b.pages == a.pages);
+    for (int i = 0; i < N; i++) free(blocks[i]);
+}
+
+/* The kept 60 KiB pages of the test above serve 40 KiB blocks: no page is
+ * committed afresh while they are there. */
+static void kept_pages_serve_other_classes(void) {
+    strata_stats_t a, b;
+    strata_stats_get(&a);
+    for (int i = 0; i < N; i++) blocks[i] = malloc(40 * 1024);
+    strata_stats_get(&b);
+    CHECK(b.committed == a.committed);
+    for (int i = 0; i < N; i++) free(blocks[i]);
+}
+
+static void release_gives_kept_pages_back(void) {
+    for (int i = 0; i < N; i++) { blocks[i] = malloc(20000); memset(blocks[i], 1, 20000); }
+    page_t *p0 = page_at(blocks[0]);
+    for (int i = 0; i < N; i++) free(blocks[i]);
+    CHECK(!(page_flags(p0) & PAGE_UNUSED));
+    size_t bytes = strata_release();
+    CHECK(bytes >= (size_t)N * 20000 / 2);
+    CHECK(tls_heap->queues[class_of(20000)].first == NULL);   /* (the segment itself may be unmapped) */
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
+}
+
+static void big_blocks_are_carved_several_at_once(void) {
+    void *p = malloc(100 * 1024);
+    page_t *page = page_at(p);
+    CHECK(page->capacity >= (page->reserved < 4 ? page->reserved : 4));
+    free(p);
+}
+
+/* Purge, then want the pages again: the heap's delay doubles. */
+static void refault_raises_the_purge_delay(void) {
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 20);
+    heap_t *heap = tls_heap;
+    uint32_t shift = heap->purge_shift;
+    enum { M = 400 };
+    static void *m[M];
+    for (int i = 0; i < M; i++) { m[i] = malloc(3000); memset(m[i], 1, 3000); }
+    for (int i = 0; i < M; i++) free(m[i]);
+    strata_stats_t a, b;
+    strata_stats_get(&a);
+    /* Idle (no page taken) past the delay: a slow path purges them.  Large
+     * blocks run the housekeeping. */
+    for (int t = 0; t < 200; t++) {
+        usleep(5000);
+        free(malloc(256 * 1024));
+        strata_stats_get(&b);
+        if (b.purged >= a.purged + (size_t)M * 3000 / 2) break;
+    }
+    CHECK(b.purged >= a.purged + (size_t)M * 3000 / 2);
+    for (int i = 0; i < M; i++) m[i] = malloc(3000);
+    CHECK(heap->purge_shift > shift);
+    CHECK(heap_purge_delay(heap) > 20);
+    for (int i = 0; i < M; i++) free(m[i]);
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
+}
+
+int main(void) {
+    free(malloc(1));
+    RUN(empty_pages_stay_in_their_class);
+    RUN(kept_pages_serve_other_classes);
+    RUN(release_gives_kept_pages_back);
+    RUN(big_blocks_are_carved_several_at_once);
+    RUN(refault_raises_the_purge_delay);
+    return check_failures != 0;
+}
