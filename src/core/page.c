@@ -346,7 +346,10 @@ void page_retire(heap_t *heap, page_t *page) {
     page_queue_t *q = &heap->queues[cls];
     long delay = heap_purge_delay(heap);
     heap->demand_at = heap_clock(heap);   /* busy emptying pages: not idle (heap_purge_pass) */
-    if (!(page_flags(page) & PAGE_FULL) && (delay != 0 || (q->first == page && q->last == page))) {
+    /* Kept for reuse only if it is where this thread runs now: a page of
+     * another node (the thread moved, or adopted it) goes back at once. */
+    if (!(page_flags(page) & PAGE_FULL) && (delay != 0 || (q->first == page && q->last == page)) &&
+        !numa_misplaced(numa_heap_node(heap), page)) {
         /* (delay < 0: never purged, so kept until another class wants it) */
         page->purge_at = delay < 0 ? UINT64_MAX : heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
         if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;

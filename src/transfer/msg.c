@@ -352,24 +352,15 @@ static int recv_one(strata_chan *c, void *buf, size_t cap, size_t *lenp) {
             chan_ring(c);
             chan_count_received(c, STRATA_CHAN_PATH_EAGER, rec.len);
             return 0;
-        case REC_RTS:
+        case REC_RTS:    /* single copy, pulled by this side */
+        case REC_PUSH:   /* single copy, pushed by the sender */
             ring_pop(&c->in, 0);
             chan_ring(c);
             if (rec.len > cap) {
                 ack(c, rec.seq, EMSGSIZE);
                 return truncated(c, rec.len, cap);
             }
-            err = recv_pull(c, &rec, buf);
-            if (err != CHAN_ACK_COPY) return err;
-            continue;   /* refused: the same message follows by copy */
-        case REC_PUSH:
-            ring_pop(&c->in, 0);
-            chan_ring(c);
-            if (rec.len > cap) {
-                ack(c, rec.seq, EMSGSIZE);
-                return truncated(c, rec.len, cap);
-            }
-            err = recv_push(c, &rec, buf);
+            err = rec.type == REC_PUSH ? recv_push(c, &rec, buf) : recv_pull(c, &rec, buf);
             if (err != CHAN_ACK_COPY) return err;
             continue;   /* refused: the same message follows by copy */
         case REC_SHARED:
