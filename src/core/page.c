@@ -435,8 +435,12 @@ block_t *page_block_start(const page_t *page, const void *p) {
 static void page_release_kept(heap_t *heap, page_t *page, uint64_t purge_at) {
     uint32_t c = page->class_idx;
     page_queue_remove(&heap->queues[c], page);
-    segment_page_free(heap, page);   /* with a zero delay the segment may be gone now */
-    if (heap_purge_delay(heap) > 0 && page->purge_at != 0) {
+    /* The page is read after it is given back only if its segment keeps
+     * other pages: the last one may take the segment with it (a zero
+     * delay, also one set by another thread meanwhile). */
+    bool seg_stays = segment_of(page)->used_pages > 1;
+    segment_page_free(heap, page);
+    if (seg_stays && heap_purge_delay(heap) > 0 && page->purge_at != 0) {
         page->purge_at = purge_at;
         if (heap->purge_due == 0 || purge_at < heap->purge_due) heap->purge_due = purge_at;
     }
