@@ -508,6 +508,15 @@ static noinline void cache_renew(tcache_t *t) {
 
 static noinline tcache_t *cache_create(void) {
     if (my_cache_off || os_page_size() != CACHE_PAGE) return NULL;
+    /* No cache under an address-space limit (ulimit -v): there the tier
+     * gives reservations back when a mapping fails, and cached blocks would
+     * hold address space the program needs.  (Also: one run in about six of
+     * tests/limits' 200-thread mixed fill under ulimit saw a live block's
+     * region reported invalid with the cache on; not understood yet.) */
+    if (os_as_limit() != SIZE_MAX) {
+        my_cache_off = true;
+        return NULL;
+    }
     pthread_once(&cache_key_once, cache_key_make);
     if (cache_key == (pthread_key_t)-1) return NULL;
     pthread_mutex_lock(&cache_lock);
