@@ -172,6 +172,15 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
     uint32_t in_use = heap->held_pages > kept ? heap->held_pages - kept : 0;
     if (d >= 0 && now >= heap->demand_at + (uint64_t)d) heap->held_peak = in_use;
     uint32_t allow = heap->held_peak > in_use ? heap->held_peak - in_use : 0;
+    /* Under a memory limit what is kept back for the next phase must fit:
+     * at most a quarter of the headroom (counted in medium pages, the
+     * larger kind), so the limit's OOM killer never meets memory held
+     * for reuse. */
+    size_t limit = os_memory_limit();
+    if (limit && limit != SIZE_MAX) {
+        size_t room = os_memory_headroom() / 4 / ((size_t)1 << MEDIUM_PAGE_SHIFT);
+        if (allow > room) allow = (uint32_t)room;
+    }
     uint32_t budget = kept + dirty > allow ? kept + dirty - allow : 0;
     /* Kept pages past their delay go back to their segments first (within
      * the budget), then the budget's worth of due pages is purged: they
