@@ -33,10 +33,11 @@ _Static_assert(PAGEMAP_GRANULE_SHIFT + PAGEMAP_L2_BITS == 32, "pagemap_page spli
  * has no owner and no span, so free()'s fast path accepts no pointer that
  * maps to it.  Included by internal.h once page_t is known. */
 typedef struct pagemap_s {
+    page_t foreign;           /* first: a page is base + its entry, no third offset */
     uintptr_t l1[(size_t)1 << PAGEMAP_L1_BITS];
     uintptr_t empty_l2[(size_t)1 << PAGEMAP_L2_BITS];
-    page_t foreign;
 } pagemap_t;
+_Static_assert(offsetof(pagemap_t, foreign) == 0, "pagemap_page adds entries to the map's base");
 extern pagemap_t pagemap __attribute__((visibility("hidden")));
 #define page_foreign (pagemap.foreign)
 
@@ -46,9 +47,9 @@ static inline page_t *pagemap_page(const void *p) {
     uintptr_t a = (uintptr_t)p, base = (uintptr_t)&pagemap;
     uintptr_t i1 = (uint16_t)(a >> 32);
     uintptr_t i2 = (uint32_t)a >> PAGEMAP_GRANULE_SHIFT;
-    uintptr_t e1 = RELAXED_LOAD(*(const uintptr_t *)(base + i1 * sizeof(uintptr_t)));
+    uintptr_t e1 = RELAXED_LOAD(*(const uintptr_t *)(base + offsetof(pagemap_t, l1) + i1 * sizeof(uintptr_t)));
     uintptr_t e2 = RELAXED_LOAD(*(const uintptr_t *)(base + offsetof(pagemap_t, empty_l2) + e1 + i2 * sizeof(uintptr_t)));
-    return (page_t *)(base + offsetof(pagemap_t, foreign) + e2);
+    return (page_t *)(base + e2);
 }
 
 /* Maps the granules of [addr, addr + size) to the pages page_at(i) returns
