@@ -27,7 +27,7 @@ STRATA_NO_SLP void strata_free(void *p) {
     /* Owner, then a block start of the page (only then are the block's
      * words read), then not already free. */
     if (likely(RELAXED_LOAD(*(heap_t **)&page->local_heap) == heap) &&
-        likely(page_is_block_start(page, p)) && likely(!block_link_ok(page, b))) {
+        likely(page_is_block_start(page, p)) && likely(!block_link_ok_fast(page, b))) {
         strata_assert(page->used > 0);
         block_set_next(page, b, page->local_free);
         page->local_free = b;

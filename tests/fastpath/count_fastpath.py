@@ -17,7 +17,7 @@ import sys
 LIMITS = {
     # Stated in docs/design.md ("Fast paths"); raise only with a reason there.
     "strata_malloc": (20, 3),
-    "strata_free": (31, 4),
+    "strata_free": (30, 4),
 }
 
 LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
