@@ -149,6 +149,7 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
  * full one), is checked inline and pushed; the rest goes to free_slow. */
 noinline void strata_free_generic(void *p, page_t *page, const char *call) {
     block_t *b = p;
+    if (unlikely(p == NULL)) return;   /* common in real programs: first, before any lookup */
     if (page == &page_foreign && large_cache_free(p)) return;   /* the large tier's thread cache */
     if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p)) &&
         likely(!block_link_ok(page, b))) {
