@@ -37,26 +37,22 @@ void heap_init_process(void) {
     if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
 }
 
-/* Heap structs are carved from a batch as threads need them, not linked
- * up front: threading a free list through a whole batch would touch every
- * page of it (a quarter MiB for one thread). */
 static heap_t *heap_struct_alloc(void) {
-    static uint8_t *batch_next, *batch_end;
     heap_t *h = spare_heaps;
     if (h) {
         spare_heaps = h->next_heap;
         return h;
     }
-    if (batch_end - batch_next < (ptrdiff_t)sizeof(heap_t)) {
-        size_t batch = 256 * 1024;
-        uint8_t *mem = os_alloc_aligned(batch, os_page_size());
-        if (!mem) return NULL;
-        batch_next = mem;
-        batch_end = mem + batch;
+    size_t batch = 256 * 1024;
+    uint8_t *mem = os_alloc_aligned(batch, os_page_size());
+    if (!mem) return NULL;
+    size_t n = batch / sizeof(heap_t);
+    for (size_t i = 1; i < n; i++) {
+        heap_t *x = (heap_t *)(mem + i * sizeof(heap_t));
+        x->next_heap = spare_heaps;
+        spare_heaps = x;
     }
-    h = (heap_t *)batch_next;
-    batch_next += sizeof(heap_t);
-    return h;
+    return (heap_t *)mem;
 }
 
 /* Points direct[] slots of class cls at the class's first page, so the

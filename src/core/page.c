@@ -108,16 +108,12 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
 /* Carves more blocks into the free list, a few OS pages at a time, so a
  * page's memory is touched only as it is used.  At least EXTEND_MIN_BLOCKS
  * at once (carving touches one OS page per big block): a page of a few
- * 16-128 KiB blocks would otherwise send every malloc to the generic path.
- * A page just set up gets one OS page's worth: a program that moves through
- * many sizes sets pages up for a few blocks each, and carving four times
- * that was most of what its mallocs cost; a page that fills goes on in
- * bigger steps. */
+ * 16-128 KiB blocks would otherwise send every malloc to the generic path. */
 #define EXTEND_MIN_BLOCKS 4
 void page_extend(page_t *page) {
     uint32_t left = page->reserved - page->capacity;
     if (left == 0) return;
-    uint32_t n = (uint32_t)((page->capacity == 0 ? 4096 : 16384) / page->block_size);
+    uint32_t n = (uint32_t)(16384 / page->block_size);
     if (n < EXTEND_MIN_BLOCKS) n = EXTEND_MIN_BLOCKS;
     if (n > left) n = left;
     uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
