@@ -188,6 +188,9 @@ int chan_share_pull(strata_chan *c, const chan_rec *rec, void *buf, int *copy_er
  * receiver shares it.  True when it was shared (helped or not), so the
  * caller asks no more for this message. */
 bool chan_share_help(strata_chan *c, const void *buf, uint64_t len, uint64_t seq);
+/* Whether the peer last ran on another CPU than this thread runs on now
+ * (and notes ours for the peer): sharing a copy pays only then. */
+bool chan_share_elsewhere(strata_chan *c);
 extern int chan_share_test;   /* test hook (share.c) */
 
 /* ---- Statistics (chan.c) ------------------------------------------------ */

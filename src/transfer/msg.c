@@ -263,7 +263,7 @@ static int recv_pull(strata_chan *c, const chan_rec *rec, void *buf) {
         return transfer_fail(err, "channel %s: cannot prepare the receive buffer for single copy", c->name);
     }
     ssize_t n;
-    if (c->cma && c->share && rec->len >= 2 * CHAN_SHARE_CHUNK) {
+    if (c->cma && c->share && rec->len >= 2 * CHAN_SHARE_CHUNK && (chan_share_test || chan_share_elsewhere(c))) {
         /* With the sender's help (share.c). */
         int e;
         err = chan_share_pull(c, rec, buf, &e);

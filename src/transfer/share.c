@@ -9,7 +9,10 @@
  * second counter.  Nobody waits for a peer that is not running: a sender
  * that never gets a CPU claims nothing and the receiver copies the whole
  * message, as a plain pull does; at worst the receiver waits for the one
- * piece the sender is copying.  Single copy by one thread ran at about 60 %
+ * piece the sender is copying.  Only when the two ends last ran on
+ * different CPUs: on one CPU they would take turns, and the receiver could
+ * end up waiting for a piece of a sender that waits for the CPU (the
+ * scheduler often keeps the two ends together on a loaded machine).  Single copy by one thread ran at about 60 %
  * of a memcpy's speed here (the kernel copies 4 KiB at a time), so two
  * threads are what can bring a transfer to memcpy speed (bench/RESULTS.md,
  * issue 11).
@@ -20,9 +23,11 @@
  * The receiver acks only when every byte is accounted for, so the sender's
  * buffer stays untouched after its send returns, as with a plain pull.
  */
+#define _GNU_SOURCE 1
 #include "chan.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -36,10 +41,21 @@ static inline uint64_t piece(uint64_t off, uint64_t len) {
     return len - off < CHAN_SHARE_CHUNK ? len - off : CHAN_SHARE_CHUNK;
 }
 
+bool chan_share_elsewhere(strata_chan *c) {
+    int me = sched_getcpu();
+    if (me < 0) return true;
+    if (atomic_load_explicit(&c->h->cpu[c->side], memory_order_relaxed) != me)
+        atomic_store_explicit(&c->h->cpu[c->side], me, memory_order_relaxed);
+    return atomic_load_explicit(&c->h->cpu[1 - c->side], memory_order_relaxed) != me;
+}
+
 bool chan_share_help(strata_chan *c, const void *buf, uint64_t len, uint64_t seq) {
     chan_lane *lane = c->out.lane;
     if (!c->share || c->share_refused || atomic_load_explicit(&lane->share_seq, memory_order_acquire) != seq)
         return false;
+    /* On the receiver's CPU we would only take turns with it, and it might
+     * wait for a piece of ours while we wait for the CPU. */
+    if (!chan_share_test && !chan_share_elsewhere(c)) return true;
     uintptr_t dst = (uintptr_t)atomic_load_explicit(&lane->cts_addr, memory_order_relaxed);
     pid_t peer = atomic_load_explicit(&c->h->pid[1 - c->side], memory_order_relaxed);
     bool wrote = false;
