@@ -266,7 +266,7 @@ typedef struct strata_chan_opts_s {
     size_t cma_min_any;  /* ... and for any buffer (0: STRATA_CHAN_CMA_MIN_ANY; SIZE_MAX: never) */
     long timeout_ms;     /* 0: STRATA_CHAN_TIMEOUT_MS; -1: wait forever */
     unsigned mode;       /* permission bits of the channel's file (0: 0600) */
-    unsigned flags;      /* STRATA_CHAN_NO_CMA, STRATA_CHAN_PUSH (or STRATA_CHAN_PUSH=1) */
+    unsigned flags;      /* STRATA_CHAN_NO_CMA, STRATA_CHAN_PUSH (or STRATA_CHAN_PUSH=1), STRATA_CHAN_NO_SHARE */
     /* Bytes of each end's shared arena (rounded up to pages; 0: none): part
      * of the channel's file that both ends map, from which
      * strata_chan_alloc hands out buffers.  A message sent from such a
@@ -275,6 +275,8 @@ typedef struct strata_chan_opts_s {
 } strata_chan_opts;
 #define STRATA_CHAN_NO_CMA 1u   /* never single-copy on this channel */
 #define STRATA_CHAN_PUSH 2u     /* single copy by the sender (process_vm_writev), not the receiver */
+#define STRATA_CHAN_NO_SHARE 4u /* a pulled message is copied by the receiver alone (by default the
+                                   sender, waiting anyway, writes part of a big one; see stats.pushed) */
 
 /* Creates the channel name (a file in /dev/shm; letters, digits, "._-")
  * and returns this side's end; opts may be NULL.  NULL with errno EINVAL,
@@ -324,7 +326,8 @@ typedef struct strata_chan_stats_s {
     /* waits that blocked in the kernel (after spinning and yielding), and
      * how many of those the peer's doorbell ended, not a periodic check */
     uint64_t blocked, woken;
-    uint64_t pushed;         /* of the cma messages sent, those written by the sender (STRATA_CHAN_PUSH) */
+    uint64_t pushed;         /* of the cma messages sent, those written by the sender (STRATA_CHAN_PUSH)
+                                or partly written by it (a shared pull) */
 } strata_chan_stats_t;
 STRATA_API void strata_chan_stats(const strata_chan *c, strata_chan_stats_t *out);
 /* "eager", "cma", "copy", "shared" */

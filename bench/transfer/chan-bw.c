@@ -5,7 +5,7 @@
  *
  *   bench-chan-bw [--path auto|copy|cma] [--buf mmap|strata|arena] [--memcpy]
  *                 [--raw read|write|memfd] [--min BYTES] [--max BYTES] [--budget BYTES] [--no-lat]
- *                 [--block BYTES]
+ *                 [--block BYTES] [--no-share] [--pin]
  *                 [--cpu]
  *
  * Bandwidth: the sender sends a window of messages, the receiver answers
@@ -22,12 +22,16 @@
  * the child shares (the memfd-arena path, see raw_bw).  --cpu (with
  * --memcpy or --raw): bytes per second of the copying thread's CPU time,
  * not of wall time.  --block: each buffer is one block of this many bytes
- * (at least --max), e.g. a big one on huge pages for small messages.  Prints `metric bw_MBps@SIZE`, `metric lat_us@SIZE`
+ * (at least --max), e.g. a big one on huge pages for small messages.
+ * --no-share: a pulled message is copied by the receiver alone
+ * (STRATA_CHAN_NO_SHARE; by default the sender copies part of it too).
+ * --pin: the sender on CPU 0, the receiver on CPU 1.  Prints `metric bw_MBps@SIZE`, `metric lat_us@SIZE`
  * (or `memcpy_MBps@SIZE`, `pull_MBps@SIZE`, `push_MBps@SIZE`,
  * `memfd_MBps@SIZE`) and `check ok`.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strata.h>
@@ -39,12 +43,20 @@
 
 static const char *path = "auto", *bufkind = "mmap";
 static size_t min_size = 0, max_size = (size_t)256 << 20, budget = (size_t)512 << 20, block_size = 0;
-static int do_lat = 1;
+static int do_lat = 1, no_share = 0, pin = 0;
 
 static void die(const char *what) {
     printf("check failed: %s: %s\n", what, strata_transfer_error());
     fflush(stdout);
     exit(1);
+}
+
+/* --pin: the sender on CPU 0, the receiver on CPU 1 (each end a CPU of its own). */
+static void pin_to(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pin && sched_setaffinity(0, sizeof set, &set)) die("sched_setaffinity");
 }
 
 static strata_chan *arena_chan;   /* --buf arena: this process's end */
@@ -71,6 +83,7 @@ static unsigned char *buffer(size_t n) {
 static void chan_opts(strata_chan_opts *o) {
     memset(o, 0, sizeof *o);
     if (!strcmp(bufkind, "arena")) o->arena_bytes = block_size;
+    if (no_share) o->flags |= STRATA_CHAN_NO_SHARE;
     if (!strcmp(path, "copy")) {
         o->flags = STRATA_CHAN_NO_CMA;
     } else if (!strcmp(path, "cma")) {
@@ -250,6 +263,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--memcpy")) mc = 1;
         else if (!strcmp(argv[i], "--raw") && i + 1 < argc) raw = argv[++i];
         else if (!strcmp(argv[i], "--no-lat")) do_lat = 0;
+        else if (!strcmp(argv[i], "--no-share")) no_share = 1;
+        else if (!strcmp(argv[i], "--pin")) pin = 1;
         else if (!strcmp(argv[i], "--cpu")) xfer_cpu_clock = 1;
         else if (!strcmp(argv[i], "--max") && i + 1 < argc && (v = atol(argv[++i])) >= 8) max_size = (size_t)v;
         else if (!strcmp(argv[i], "--min") && i + 1 < argc && (v = atol(argv[++i])) >= 0) min_size = (size_t)v;
@@ -299,12 +314,14 @@ int main(int argc, char **argv) {
     pid_t pid = fork();
     if (pid < 0) die("fork");
     if (pid == 0) {
+        pin_to(1);
         strata_chan *r = strata_chan_open(name);
         if (!r) die("open");
         receiver(r);
         strata_chan_close(r);
         _exit(0);
     }
+    pin_to(0);
     sender(c);
     int st;
     waitpid(pid, &st, 0);

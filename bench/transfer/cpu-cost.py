@@ -6,7 +6,7 @@ runs (default 3).  On a loaded machine wall-clock bandwidth mostly measures
 the wait for a CPU; CPU time per byte does not (bench/RESULTS.md, issue 11).
 A waiting end's spinning and yielding counts, as it should; so does the
 setup (filling the buffers), which BUDGET (bytes per size) must outweigh.
-Environment: SIZES (bytes, space-separated), BUDGET, BLOCK (see below).
+Environment: SIZES (bytes, space-separated), BUDGET, BLOCK, ONLY (see below).
 """
 import os
 import resource
@@ -21,9 +21,14 @@ VARIANTS = {
     "shared arena": ["--buf", "arena"],
     "auto, Strata buf": ["--buf", "strata"],
     "cma, Strata buf": ["--path", "cma", "--buf", "strata"],
+    "copy, Strata buf": ["--path", "copy", "--buf", "strata"],
     "copy, 4K": ["--path", "copy", "--buf", "mmap"],
     "cma, 4K": ["--path", "cma", "--buf", "mmap"],
 }
+ONLY = os.environ.get("ONLY")      # a regular expression: only the variants it finds
+if ONLY:
+    import re
+    VARIANTS = {k: v for k, v in VARIANTS.items() if re.search(ONLY, k)}
 SIZES = [int(x) for x in os.environ.get("SIZES", "65536 1048576 16777216").split()]
 BUDGET = int(os.environ.get("BUDGET", 256 << 20))
 BLOCK = os.environ.get("BLOCK")     # one buffer of this size per end (--block), e.g. a big one on huge pages

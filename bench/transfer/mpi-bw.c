@@ -4,7 +4,7 @@
  * preloaded into the ranks decides where they live.  Built with each MPI's
  * compiler wrapper (bench-mpi-bw-openmpi, bench-mpi-bw-mpich).
  *
- *   mpirun -np 2 bench-mpi-bw [--max BYTES] [--budget BYTES] [--no-lat]
+ *   mpirun -np 2 bench-mpi-bw [--min BYTES] [--max BYTES] [--budget BYTES] [--no-lat]
  *   mpirun -np 4 bench-mpi-bw --alltoall [--max BYTES]
  *
  * Bandwidth: rank 0 posts a window of MPI_Isend, rank 1 a window of
@@ -22,7 +22,7 @@
 
 #include "sizes.h"
 
-static size_t max_size = (size_t)256 << 20, budget = (size_t)512 << 20;
+static size_t min_size = 0, max_size = (size_t)256 << 20, budget = (size_t)512 << 20;
 static int rank, nranks, do_lat = 1;
 
 static void fail(const char *what) {
@@ -46,6 +46,7 @@ static void pairs(void) {
     if (rank == 0) xfer_fill(buf, max_size, 7);
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];
+        if (s < min_size) continue;
         int w = xfer_window(s), n = xfer_windows(s, budget);
         if (w > w_max) w = w_max;
         double t0 = 0;
@@ -130,6 +131,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--alltoall")) a2a = 1;
         else if (!strcmp(argv[i], "--no-lat")) do_lat = 0;
         else if (!strcmp(argv[i], "--max") && i + 1 < argc && (v = atol(argv[++i])) >= 8) max_size = (size_t)v;
+        else if (!strcmp(argv[i], "--min") && i + 1 < argc && (v = atol(argv[++i])) >= 0) min_size = (size_t)v;
         else if (!strcmp(argv[i], "--budget") && i + 1 < argc && (v = atol(argv[++i])) > 0) budget = (size_t)v;
         else fail("unknown or incomplete argument");
     }

@@ -13,6 +13,13 @@
  * there later does not inherit it.  Only where THP is in madvise mode:
  * under "always" blocks have huge pages already, under "never" advice does
  * nothing.
+ *
+ * Such blocks are also placed on a 2 MiB boundary (large_huge_align):
+ * otherwise up to 2 MiB at the start of each block stays on 4 KiB pages,
+ * and that head is exactly where a program's messages of 1-2 MiB sit (a
+ * 1 MiB message from the start of a 16 MiB buffer went to the kernel's
+ * single copy on 4 KiB pages, issue 11).  The gap before an aligned block
+ * stays a free block of the arena, for smaller requests.
  */
 #include "large.h"
 
@@ -34,6 +41,18 @@ void large_huge_advise(void *p, size_t size, bool allocated) {
     uintptr_t start = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
     uintptr_t end = ((uintptr_t)p + size) & ~(HUGE_PAGE - 1);
     if (end > start) os_advise_huge((void *)start, end - start, allocated);
+}
+
+size_t large_huge_align(size_t size, size_t align, bool zero) {
+    if (align >= HUGE_PAGE || size < HUGE_PAGE) return align;
+    long mode = opt(STRATA_OPTION_HUGEPAGES);
+    int thp = os_thp_mode();
+    /* Where every block of the tier may get huge pages (the option says
+     * always, or the system does), any block holding one is aligned; under
+     * auto and madvise only those large_huge_advise advises. */
+    bool everywhere = thp != OS_THP_NEVER && (mode == STRATA_HUGEPAGES_ALWAYS ||
+                                             (mode == STRATA_HUGEPAGES_AUTO && thp == OS_THP_ALWAYS));
+    return everywhere || (!zero && applies(size)) ? HUGE_PAGE : align;
 }
 
 bool large_huge_backed(const void *p, size_t size) {

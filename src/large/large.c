@@ -742,6 +742,7 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
         errno = ENOMEM;
         return NULL;
     }
+    align = large_huge_align(size, align, zero);   /* huge.c: a block on huge pages starts on one */
     /* Cacheable: served from this thread's cache, else carved at the
      * class size (so that it can be cached when freed). */
     unsigned cls = 0;

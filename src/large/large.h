@@ -70,6 +70,9 @@ const char *large_check(void);
 #define LARGE_HUGE_MIN ((size_t)8 << 20)
 /* Advises [p, p+size) when allocated, withdraws the advice when freed. */
 void large_huge_advise(void *p, size_t size, bool allocated);
+/* The alignment a block of size bytes asked for with align gets: 2 MiB
+ * when it will be on huge pages, so that all of it is (huge.c). */
+size_t large_huge_align(size_t size, size_t align, bool zero);
 /* Whether size bytes at p (the start of a large block) are placed on huge
  * pages as far as Strata knows (the kernel may still have fallen back). */
 bool large_huge_backed(const void *p, size_t size);

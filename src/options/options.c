@@ -70,7 +70,7 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "bytes of each direction's ring of a channel (a power of two)"},
     {"CHAN_EAGER_MAX", KIND_SIZE, 16 * 1024, 0, 1L << 29, NULL,
      "channel messages up to this many bytes are copied through the ring in one piece"},
-    {"CHAN_CMA_MIN", KIND_SIZE, 4 << 20, 0, 1L << 50, NULL,
+    {"CHAN_CMA_MIN", KIND_SIZE, 256 << 10, 0, 1L << 50, NULL,
      "channel messages on huge pages from this many bytes move by single copy"},
     {"CHAN_CMA_MIN_ANY", KIND_SIZE, 0, 0, 1L << 50, NULL,
      "channel messages on any pages from this many bytes move by single copy (0: never)"},

@@ -69,6 +69,7 @@ static strata_chan *handle_new(const char *name, chan_header *h, size_t map_byte
     c->spin_ns = (uint64_t)opt(STRATA_OPTION_CHAN_SPIN_US) * 1000u;
     c->cma = opt(STRATA_OPTION_CMA) != 0;
     c->push = h->push != 0;
+    c->share = h->share != 0;
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->recv_lock, NULL);
     pthread_mutex_init(&c->arena_lock, NULL);
@@ -131,6 +132,7 @@ strata_chan *strata_chan_create(const char *name, const strata_chan_opts *o) {
     h->cma_min_any = cma_any;
     h->arena_bytes = arena;
     h->push = (d.flags & STRATA_CHAN_PUSH) || opt(STRATA_OPTION_CHAN_PUSH);
+    h->share = !(d.flags & STRATA_CHAN_NO_SHARE);
     h->total_bytes = total;
     atomic_store_explicit(&h->pid[0], (int32_t)getpid(), memory_order_relaxed);
     atomic_store_explicit(&h->magic, CHAN_MAGIC, memory_order_release);

@@ -26,7 +26,7 @@
 #include "transfer.h"
 
 #define CHAN_MAGIC 0x314e414843525453ull   /* "STRCHAN1" */
-#define CHAN_VERSION 2u   /* 2: doorbells (wait.c), shared arenas, push (msg.c) */
+#define CHAN_VERSION 3u   /* 2: doorbells (wait.c), shared arenas, push (msg.c); 3: shared pulls */
 #define CHAN_NAME_MAX 200
 #define CHAN_REC 32u                         /* record header bytes; records are padded to it */
 #define CHAN_PAD(n) (((n) + CHAN_REC - 1) & ~(uint64_t)(CHAN_REC - 1))
@@ -48,6 +48,15 @@ typedef struct chan_lane_s {
     _Atomic uint64_t cts_addr;
     _Alignas(64) _Atomic uint64_t done_seq;
     _Atomic int32_t done_status;
+    /* A pull shared with the waiting sender (msg.c): for rendezvous
+     * share_seq the receiver's buffer is at cts_addr, both ends claim
+     * CHAN_SHARE_CHUNK-byte pieces from share_next and add what they
+     * finished to share_done; a piece the sender could not write is left in
+     * redo_off/redo_len for the receiver. */
+    _Alignas(64) _Atomic uint64_t share_seq;
+    _Atomic uint64_t share_next;
+    _Atomic uint64_t share_done;
+    _Atomic uint64_t redo_off, redo_len;
 } chan_lane;
 
 typedef struct chan_header_s {
@@ -61,6 +70,7 @@ typedef struct chan_header_s {
     uint64_t arena_bytes;                    /* each side's shared arena, after the rings */
     uint64_t total_bytes;                    /* the file's size */
     uint32_t push;                           /* single copy by the sender (process_vm_writev) */
+    uint32_t share;                          /* a pulled message's sender writes part of it too */
     _Atomic int32_t pid[2];
     _Atomic uint32_t state[2];
     /* Each side's doorbell (wait.c), on a line of its own: door[s].sleepers
@@ -107,6 +117,8 @@ struct strata_chan_s {
     bool cma;              /* this end may ask for single copy */
     bool push;             /* ... and then writes the message itself (h->push) */
     bool peer_refuses;     /* the kernel refused our receiver once: stop asking */
+    bool share;            /* pulls are shared with the sender (h->share) */
+    bool share_refused;    /* the kernel refused our writes to the receiver once: stop helping */
     uint64_t seq;          /* rendezvous numbers of our lane */
     pthread_mutex_t send_lock, recv_lock;
     strata_chan_stats_t st;
@@ -162,6 +174,24 @@ static inline bool chan_in_arena(const strata_chan *c, const void *p, uint64_t l
     uintptr_t a = (uintptr_t)c->arena_mine, q = (uintptr_t)p;
     return len && q >= a && q - a < c->h->arena_bytes && len <= c->h->arena_bytes - (q - a);
 }
+
+/* ---- Shared pulls (share.c) --------------------------------------------
+ * A rendezvous message of two pieces or more is pulled by the receiver and
+ * pushed by the waiting sender at once, piece by piece. */
+#define CHAN_SHARE_CHUNK ((uint64_t)256 << 10)
+/* Receiver: copies rendezvous rec into buf with the sender's help, and
+ * returns once every piece either side claimed is finished: 0 with
+ * *copy_err 0 or the errno of a failed copy (recorded); or the errno of a
+ * failed wait for the sender (recorded, the channel broken). */
+int chan_share_pull(strata_chan *c, const chan_rec *rec, void *buf, int *copy_err);
+/* Sender of rendezvous seq (buf, len), waiting for its ack: helps if the
+ * receiver shares it.  True when it was shared (helped or not), so the
+ * caller asks no more for this message. */
+bool chan_share_help(strata_chan *c, const void *buf, uint64_t len, uint64_t seq);
+/* Whether the peer last ran on another CPU than this thread runs on now
+ * (and notes ours for the peer): sharing a copy pays only then. */
+bool chan_share_elsewhere(strata_chan *c);
+extern int chan_share_test;   /* test hook (share.c) */
 
 /* ---- Statistics (chan.c) ------------------------------------------------ */
 void chan_count_sent(strata_chan *c, int path, uint64_t len);

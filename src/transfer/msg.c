@@ -10,6 +10,8 @@
  *         address and the sender writes with process_vm_writev and
  *         answers in the lane's done word: one more hand-over, and
  *         measured no faster (bench/RESULTS.md), so pull is the default.
+ *         A pull of two pieces or more is shared: the sender, which only
+ *         waits, pushes some of the pieces meanwhile (share.c).
  *  shared the message in this end's shared arena (strata_chan_alloc) and
  *         longer than one chunk of the copy path (a quarter ring): the
  *         sender posts its offset and waits; the receiver copies it with
@@ -69,10 +71,16 @@ static int send_eager(strata_chan *c, const void *buf, size_t len) {
 
 /* Waits for the receiver's answer to rendezvous seq.  A sender that gives
  * up breaks the channel: the receiver may still be about to read its buffer. */
-static int wait_ack(strata_chan *c, uint64_t seq, int32_t *status) {
+static int wait_ack(strata_chan *c, uint64_t seq, int32_t *status, const void *buf, size_t len) {
     chan_lane *lane = c->out.lane;
     chan_waiter w = {0};
+    bool shared = buf == NULL;
     while (atomic_load_explicit(&lane->ack_seq, memory_order_acquire) < seq) {
+        /* A pull the receiver shares: write our part meanwhile (share.c). */
+        if (!shared && chan_share_help(c, buf, len, seq)) {
+            shared = true;
+            continue;
+        }
         int err = chan_wait_step(c, &w, "waiting for the receiver to take a message");
         if (err) {
             chan_break(c);
@@ -140,7 +148,7 @@ static int send_rts(strata_chan *c, const void *buf, size_t len) {
     ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
     int32_t status;
-    err = wait_ack(c, rec.seq, &status);
+    err = wait_ack(c, rec.seq, &status, c->push ? NULL : buf, len);
     if (!err && c->push && status == 0) err = push(c, buf, len, rec.seq);
     transfer_unpin(buf, len);
     if (err) return err;
@@ -158,7 +166,7 @@ static int send_shared(strata_chan *c, const void *buf, size_t len) {
     ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
     int32_t status;
-    err = wait_ack(c, rec.seq, &status);
+    err = wait_ack(c, rec.seq, &status, NULL, 0);
     if (err) return err;
     if (status == 0) {
         chan_count_sent(c, STRATA_CHAN_PATH_SHARED, len);
@@ -254,8 +262,21 @@ static int recv_pull(strata_chan *c, const chan_rec *rec, void *buf) {
         ack(c, rec->seq, err);
         return transfer_fail(err, "channel %s: cannot prepare the receive buffer for single copy", c->name);
     }
-    struct iovec l = {buf, rec->len}, r = {(void *)(uintptr_t)rec->addr, rec->len};
-    ssize_t n = c->cma ? cma_transfer(false, rec->pid, &l, 1, &r, 1) : (errno = EPERM, -1);
+    ssize_t n;
+    if (c->cma && c->share && rec->len >= 2 * CHAN_SHARE_CHUNK && (chan_share_test || chan_share_elsewhere(c))) {
+        /* With the sender's help (share.c). */
+        int e;
+        err = chan_share_pull(c, rec, buf, &e);
+        if (err) {
+            transfer_unpin(buf, rec->len);
+            return err;
+        }
+        n = e ? -1 : (ssize_t)rec->len;
+        errno = e;
+    } else {
+        struct iovec l = {buf, rec->len}, r = {(void *)(uintptr_t)rec->addr, rec->len};
+        n = c->cma ? cma_transfer(false, rec->pid, &l, 1, &r, 1) : (errno = EPERM, -1);
+    }
     int saved = errno;
     transfer_unpin(buf, rec->len);
     errno = saved;

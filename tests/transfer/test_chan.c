@@ -76,10 +76,13 @@ static void round_trips(unsigned flags, size_t ring, size_t eager, size_t max) {
             exit(1);
         }
     }
-    /* Single copy by the sender exactly when the channel was made to push
-     * (STRATA_CHAN_PUSH=1: the transfer_chan_push run). */
+    /* Single copy by the sender for every message when the channel was
+     * made to push (STRATA_CHAN_PUSH=1: the transfer_chan_push run);
+     * otherwise for some pieces of big ones at most (shared pulls,
+     * test_chan_share). */
     const char *push = getenv("STRATA_CHAN_PUSH");
-    CHECK(st.pushed == (push && !strcmp(push, "1") ? st.sent[STRATA_CHAN_PATH_CMA] : 0));
+    if (push && !strcmp(push, "1")) CHECK(st.pushed == st.sent[STRATA_CHAN_PATH_CMA]);
+    else CHECK(st.pushed <= st.sent[STRATA_CHAN_PATH_CMA]);
     /* Which path each size took: 256 MiB is in bucket 29. */
     if (max == BIG) CHECK(st.sent_by_size[expected_path(BIG, cma)][29] == 1);
     CHECK(st.sent_by_size[STRATA_CHAN_PATH_EAGER][0] == 1);
