@@ -323,7 +323,7 @@ static uint64_t count_dirty(void) {
 void strata_sb_stats(strata_sb_stats_t *out) {
     memset(out, 0, sizeof *out);
     if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || sb_in_forked_child(NULL)) return;
-    out->budget = (uint64_t)sb.budget_pages << sb.gran_shift;
+    out->budget = (uint64_t)(sb.budget_pages + sb.ra_pages) << sb.gran_shift;   /* buffers included */
     out->granularity = sb.gran;
     pthread_mutex_lock(&sb.lock);
     out->allocated = sb.allocated;

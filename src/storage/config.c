@@ -247,7 +247,12 @@ static int setup(const strata_sb_config *c) {
     atomic_store(&sb.hiwater, 0);
     sb.allocated = 0;
     const char *group = c->group ? c->group : env("STRATA_SB_GROUP");
-    if (group && *group && (e = sb_group_join(group, sb.budget_pages << sb.gran_shift)) != 0) goto fail_arena;
+    if (group && *group && (e = sb_group_join(group, (sb.budget_pages + sb.ra_pages) << sb.gran_shift)) != 0)
+        goto fail_arena;
+    if (sb.group && sb.ra_pages) {
+        /* The read-ahead buffers are this member's memory in the group. */
+        sb_group_add((int64_t)(sb.ra_pages << sb.gran_shift));
+    }
     atomic_store(&sb.reserving, sb.group != NULL);
     atomic_store(&sb.outgrown, sb.group != NULL);
     static bool fork_handler;

@@ -16,8 +16,9 @@
  * taken, so nothing else can load, evict or free them meanwhile; anyone
  * who needs such a granule (sb_lock's wait, a load that finds nothing to
  * evict) completes the read itself, so no thread waits on a read nobody
- * completes.  A buffer's pages are given back once installed: memory in
- * flight is budget the run took, not memory beside the budget.  With
+ * completes.  The runs in flight hold budget, and so do the buffers
+ * (taken from the budget at init): read-ahead takes no memory beside
+ * the budget.  With
  * buffered I/O the page cache is asked to read ahead instead
  * (POSIX_FADV_WILLNEED).  Everything here is async-signal-safe: atomics
  * and system calls (faults arrive in signal handlers).
@@ -63,16 +64,25 @@ static bool async;
 /* Runs loaded by streams, oldest first: eviction takes these before the
  * clock (drop-behind).  A sweep's pages behind it are the ones it will
  * not touch again soonest; data touched at random (a vector PageRank
- * gathers from, a vertex map) stays.  The newest BEHIND_KEEP runs are
- * left alone: they are the streams' current runs. */
+ * gathers from, a vertex map) stays.  A stream's current run is left
+ * alone, and so is the newest run. */
 #define BEHIND 256
-#define BEHIND_KEEP 2
+#define BEHIND_KEEP 1
 static _Atomic uint64_t behind[BEHIND];
 static _Atomic uint64_t behind_head, behind_tail;
 
 static void behind_push(size_t g, size_t n) {
     uint64_t h = atomic_fetch_add_explicit(&behind_head, 1, memory_order_relaxed);
     atomic_store_explicit(&behind[h % BEHIND], ((uint64_t)g << 16) | n, memory_order_release);
+}
+
+/* True if [g, g+n) is a stream's current run (the program is in it). */
+static bool current_run(size_t g, size_t n) {
+    for (int i = 0; i < STREAMS; i++) {
+        size_t next = atomic_load_explicit(&streams[i].next, memory_order_relaxed);
+        if (next > g && next <= g + n) return true;
+    }
+    return false;
 }
 
 bool sb_ra_pop_behind(size_t *g, size_t *n) {
@@ -82,9 +92,16 @@ bool sb_ra_pop_behind(size_t *g, size_t *n) {
     for (; t + BEHIND_KEEP < h; t++) {
         uint64_t e = atomic_exchange_explicit(&behind[t % BEHIND], 0, memory_order_acq_rel);
         if (!e) continue;
+        size_t eg = (size_t)(e >> 16), en = (size_t)(e & 0xffff);
+        if (current_run(eg, en)) {
+            /* A slow stream's run in use (PageRank reads its offsets at a
+             * sixteenth of the edges' pace): it goes back to the head. */
+            behind_push(eg, en);
+            continue;
+        }
         atomic_store_explicit(&behind_tail, t + 1, memory_order_relaxed);
-        *g = (size_t)(e >> 16);
-        *n = (size_t)(e & 0xffff);
+        *g = eg;
+        *n = en;
         return true;
     }
     atomic_store_explicit(&behind_tail, t, memory_order_relaxed);
@@ -105,11 +122,16 @@ int sb_ra_init(void) {
     atomic_store(&behind_tail, 0);
     atomic_store(&sb.ra_inflight, 0);
     async = false;
+    sb.ra_pages = 0;
     if (!sb.ra_depth || !sb.direct) return 0;
-    /* The reads in flight hold at most an eighth of the budget. */
-    size_t cap = sb.ra_cap < RA_MAX ? sb.ra_cap : RA_MAX;
-    if (cap > sb.budget_pages / 8 / RA_SLOTS) cap = sb.budget_pages / 8 / RA_SLOTS;
-    if (cap == 0) return 0;
+    /* The buffers stay mapped (giving them back and faulting them in
+     * again for every read cost a fifth more CPU on a sweep), so they are
+     * taken from the budget: at most a sixteenth of it, a 128th per slot
+     * (64 KiB at least, an aggressive run at most). */
+    size_t cap = sb.ra_cap < RA_MAX ? sb.ra_cap : RA_MAX, per = sb.budget_pages / 128;
+    if (per < 16) per = 16;
+    if (cap > per) cap = per;
+    if (RA_SLOTS * cap > sb.budget_pages / 16) return 0;
     buf_size = cap << sb.gran_shift;
     if (os_aio_setup(RA_SLOTS, &ctx) != 0) return 0;   /* no AIO: loads only grow */
     bufs = os_sb_reserve(buf_size * RA_SLOTS, os_page_size(), true);
@@ -117,6 +139,8 @@ int sb_ra_init(void) {
         os_aio_destroy(ctx);
         return 0;
     }
+    sb.ra_pages = RA_SLOTS * cap;
+    sb.budget_pages -= sb.ra_pages;
     async = true;
     return 0;
 }
@@ -128,6 +152,8 @@ void sb_ra_fini(void) {
     os_free(bufs, buf_size * RA_SLOTS);
     bufs = NULL;
     async = false;
+    sb.budget_pages += sb.ra_pages;
+    sb.ra_pages = 0;
 }
 
 size_t sb_ra_window(size_t g, int *stream) {
@@ -167,7 +193,6 @@ static void settle(int k) {
     sb_install_run(sl->g, sl->n, sl->states, slot_buf(k));
     behind_push(sl->g, sl->n);
     for (size_t i = 0; i < sl->n; i++) sb_unlock(sl->g + i, sl->states[i]);
-    (void)os_sb_drop(slot_buf(k), len);
     atomic_fetch_add_explicit(&sb.bytes_read, len, memory_order_relaxed);
     atomic_fetch_add_explicit(&sb.prefetches, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&sb.ra_inflight, 1, memory_order_release);

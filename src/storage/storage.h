@@ -79,6 +79,7 @@ typedef struct sb_state_s {
     size_t clean_room;          /* granules the cleaner keeps free (0: no cleaner) */
     size_t ra_depth;            /* runs in flight ahead of a stream (0: no stream detection) */
     size_t ra_cap;              /* granules per stream load at most */
+    size_t ra_pages;            /* the read-ahead buffers, taken from budget_pages */
     bool direct;                /* the file is O_DIRECT: read-ahead is asynchronous I/O */
     _Atomic int ra_inflight;    /* reads in flight */
     _Atomic size_t resident;    /* granules resident or being loaded */
