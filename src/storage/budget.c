@@ -55,24 +55,52 @@ static size_t evict_locked(size_t g, size_t n, uint8_t *states) {
     return done;
 }
 
-/* Evicts what is still resident of runs streams left behind (oldest
- * first), until need granules are gone or there are no such runs. */
-static size_t evict_behind(size_t need) {
-    size_t done = 0, g, n;
-    while (done < need && sb_ra_pop_behind(&g, &n)) {
-        for (size_t i = 0; i < n;) {
-            uint8_t s = sb_peek(g + i);
-            uint8_t states[EVICT_MAX];
-            size_t k = 0;
-            if ((s & ST_RES) && !(s & (ST_BUSY | ST_PIN))) k = lock_run(g + i, n - i < EVICT_MAX ? n - i : EVICT_MAX, states, false);
-            if (k == 0) {
-                i++;
-                continue;
-            }
-            done += evict_locked(g + i, k, states);
-            i += k;
+/* Evicts the resident, unlocked granules of [g, g+n); how many. */
+static size_t evict_span(size_t g, size_t n) {
+    size_t done = 0;
+    for (size_t i = 0; i < n;) {
+        uint8_t s = sb_peek(g + i);
+        uint8_t states[EVICT_MAX];
+        size_t k = 0;
+        if ((s & ST_RES) && !(s & (ST_BUSY | ST_PIN)))
+            k = lock_run(g + i, n - i < EVICT_MAX ? n - i : EVICT_MAX, states, false);
+        if (k == 0) {
+            i++;
+            continue;
         }
+        done += evict_locked(g + i, k, states);
+        i += k;
     }
+    return done;
+}
+
+/* Evicts what is still resident of runs streams left behind (oldest
+ * first), until need granules are gone or there are no such runs.  Runs
+ * that follow each other in memory (one stream's) are evicted together,
+ * up to EVICT_MAX granules, past need: one write-back instead of several. */
+static size_t evict_behind(size_t need) {
+    size_t done = 0, g, n, run_g = 0, run_n = 0;
+    while (done + run_n < need && sb_ra_pop_behind(&g, &n)) {
+        if (run_n && g == run_g + run_n && run_n + n <= EVICT_MAX) {
+            run_n += n;
+            continue;
+        }
+        if (run_n) done += evict_span(run_g, run_n);
+        run_g = g;
+        run_n = n;
+    }
+    /* Taken past need: the next runs of the same stream join this one. */
+    while (run_n && run_n < EVICT_MAX && sb_ra_pop_behind(&g, &n)) {
+        if (g == run_g + run_n && run_n + n <= EVICT_MAX) {
+            run_n += n;
+            continue;
+        }
+        done += evict_span(run_g, run_n);
+        run_g = g;
+        run_n = n;
+        break;
+    }
+    if (run_n) done += evict_span(run_g, run_n);
     return done;
 }
 
