@@ -3,7 +3,10 @@
  * loads, evicting first when the budget is full, so the count (and with
  * it the memory) never passes the budget while anything is evictable.
  *
- * Victims are found by a clock hand sweeping the state table in address
+ * Victims are first the runs sequential streams left behind (drop-behind,
+ * readahead.c: what a sweep has passed is what it touches again last,
+ * and data read at random beside it stays), consecutive ones together.
+ * Then they are found by a clock hand sweeping the state table in address
  * order and taken in runs of contiguous resident granules (at least
  * evict_batch, so one fault in a sweep pays for many, and each run is one
  * write).  Without reference bits (neither mechanism sees reads of a

@@ -11,9 +11,10 @@
  * gran_shift, is all a fault needs: O(1), no search, no lock but the
  * granule's own BUSY bit.  A granule is resident or not; a resident one is
  * counted in `resident`, which never passes the budget except when nothing
- * is evictable (counted in over_budget).  Faults arrive as SIGBUS
- * (userfaultfd with UFFD_FEATURE_SIGBUS: the faulting thread fills its own
- * page with UFFDIO_COPY) or SIGSEGV (mprotect mode, and writes that race
+ * is evictable (counted in over_budget).  Loads that continue a
+ * sequential stream grow and are read ahead (readahead.c).  Faults arrive
+ * as SIGBUS (userfaultfd with UFFD_FEATURE_SIGBUS: the faulting thread
+ * fills its own page with UFFDIO_COPY) or SIGSEGV (mprotect mode, and writes that race
  * an eviction).  Everything the handlers run is async-signal-safe: atomics,
  * system calls, no malloc, no mutex.
  *
