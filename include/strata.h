@@ -125,7 +125,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_CHAN_SPIN_US,     /* µs a channel wait spins before it blocks in the kernel */
     STRATA_OPTION_CHAN_PUSH,        /* 0|1: channels created here single-copy by the sender, not the receiver */
     STRATA_OPTION_SB_ZERO,          /* fresh pages (userfaultfd): 0 copy zeros, 1 map the zero page */
-    STRATA_OPTION_SB_READAHEAD,     /* aggressive read: runs read ahead by the cleaner thread (0: none) */
+    STRATA_OPTION_SB_READAHEAD,     /* runs read ahead of a sequential stream (0: no stream detection) */
     STRATA_OPTION_COUNT
 } strata_option_t;
 
@@ -431,7 +431,7 @@ typedef struct strata_sb_stats_s {
     int wp_async;            /* dirty pages found by PAGEMAP_SCAN, writes do not fault */
     int group_members;       /* live members of this process's group (0: no group) */
     uint64_t group_budget, group_resident;   /* bytes, over the whole group */
-    uint64_t prefetches;     /* runs read ahead of the faults (aggressive read), cumulative */
+    uint64_t prefetches;     /* runs read ahead of a sequential stream, cumulative */
 } strata_sb_stats_t;
 STRATA_API void strata_sb_stats(strata_sb_stats_t *out);
 

@@ -286,6 +286,40 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
     return rc;
 }
 
+/* The v-variants: a receive buffer spans the furthest block. */
+static int span_v(const int counts[], const int displs[], MPI_Comm comm) {
+    int n = comm_size(comm), end = 0;
+    for (int i = 0; i < n; i++)
+        if (counts[i] > 0 && displs[i] + counts[i] > end) end = displs[i] + counts[i];
+    return end;
+}
+
+int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+                   const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
+    will_block();
+    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
+    size_t nr = pin(rbuf, span_v(rcounts, displs, comm), rtype, STRATA_SB_WRITE);
+    int rc = PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
+    unpin(sbuf, ns);
+    unpin(rbuf, nr);
+    woke();
+    return rc;
+}
+
+int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
+                MPI_Datatype rtype, int root, MPI_Comm comm) {
+    will_block();
+    int me = 0;
+    PMPI_Comm_rank(comm, &me);
+    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
+    size_t nr = me == root ? pin(rbuf, span_v(rcounts, displs, comm), rtype, STRATA_SB_WRITE) : 0;
+    int rc = PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
+    unpin(sbuf, ns);
+    unpin(rbuf, nr);
+    woke();
+    return rc;
+}
+
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
                 MPI_Comm comm) {
     will_block();

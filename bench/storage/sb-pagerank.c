@@ -4,7 +4,8 @@
  * stored as CSR by destination, in memory from malloc.  I iterations of
  *   y[v] = (1 - d) / V + d * sum over in-edges u->v of x[u] / D
  * (D: the mean out-degree, which keeps the sum of ranks near 1).  The
- * check: ranks are positive and sum to 1 within 10 %.
+ * check: ranks are positive and sum to 1 within 10 %; the `result` line
+ * (their sum and a weighted digest) is what sb-pagerank-mpi must match.
  * Metrics: iter_s (the iterations, not the generation), edges_per_s.
  *
  * usage: bench-sb-pagerank [--vertices V] [--degree D] [--iters I]
@@ -49,12 +50,15 @@ int main(int argc, char **argv) {
         y = t;
     }
     double secs = (double)(bench_now_ns() - t0) * 1e-9;
-    double sum = 0;
+    double sum = 0, digest = 0;
     for (size_t v = 0; v < V; v++) {
         if (!(x[v] > 0)) bench_fail("rank of %zu is %g", v, x[v]);
         sum += x[v];
+        digest += x[v] * (double)(v % 1000 + 1);
     }
     if (sum < 0.9 || sum > 1.1) bench_fail("ranks sum to %g", sum);
+    /* The same line as sb-pagerank-mpi's rank 0 (equal bit for bit). */
+    printf("result pagerank %.17g %.17g\n", sum, digest);
     bench_metric("iter_s", secs);
     bench_metric("edges_per_s", (double)E * iters / secs);
     bench_metric("rank_sum", sum);

@@ -92,8 +92,8 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "channels created here move large messages by the sender's process_vm_writev, not the receiver's readv"},
     {"SB_ZERO", KIND_ENUM, 0, 0, 1, sb_zero_words,
      "userfaultfd fill of fresh storage-backed pages: copy (zeros) or map (the zero page)"},
-    {"SB_READAHEAD", KIND_INT, 0, 0, 64, NULL,
-     "storage-backed aggressive read: runs a helper thread reads ahead of a fault (0: none)"},
+    {"SB_READAHEAD", KIND_INT, 2, 0, 64, NULL,
+     "storage-backed reads: runs read ahead of a sequential stream (direct I/O: asynchronously; 0: no streams)"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];

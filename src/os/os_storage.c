@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/aio_abi.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -201,6 +202,48 @@ int os_file_reserve(int fd, off_t off, off_t len) {
 int os_file_punch(int fd, off_t off, off_t len) {
     return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) == 0 ? 0 : errno;
 }
+
+int os_aio_setup(unsigned nr, uint64_t *ctx) {
+    aio_context_t c = 0;
+    if (syscall(SYS_io_setup, nr, &c) != 0) return errno;
+    *ctx = (uint64_t)c;
+    return 0;
+}
+
+void os_aio_destroy(uint64_t ctx) { (void)syscall(SYS_io_destroy, (aio_context_t)ctx); }
+
+int os_aio_read(uint64_t ctx, int fd, void *buf, size_t len, off_t off, uint64_t data) {
+    struct iocb cb = {
+        .aio_data = data,
+        .aio_lio_opcode = IOCB_CMD_PREAD,
+        .aio_fildes = (uint32_t)fd,
+        .aio_buf = (uintptr_t)buf,
+        .aio_nbytes = len,
+        .aio_offset = off,
+    };
+    struct iocb *list[1] = {&cb};
+    for (;;) {
+        long r = syscall(SYS_io_submit, (aio_context_t)ctx, 1L, list);
+        if (r == 1) return 0;
+        if (r < 0 && errno == EINTR) continue;
+        return r < 0 ? errno : EAGAIN;
+    }
+}
+
+long os_aio_reap(uint64_t ctx, uint64_t *data, int64_t *res, long max, uint64_t timeout_ns) {
+    struct io_event ev[8];
+    if (max > 8) max = 8;
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
+    long n = syscall(SYS_io_getevents, (aio_context_t)ctx, 1L, max, ev, &ts);
+    if (n < 0) return errno == EINTR ? 0 : -errno;
+    for (long i = 0; i < n; i++) {
+        data[i] = ev[i].data;
+        res[i] = ev[i].res;
+    }
+    return n;
+}
+
+void os_file_willneed(int fd, off_t off, off_t len) { (void)posix_fadvise(fd, off, len, POSIX_FADV_WILLNEED); }
 
 void *os_sb_map_shared(int fd, size_t len) {
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -67,6 +67,20 @@ int os_pwrite_all(int fd, const void *buf, size_t len, off_t off);
 int os_file_reserve(int fd, off_t off, off_t len);
 int os_file_punch(int fd, off_t off, off_t len);
 
+/* ---- asynchronous reads (Linux native AIO) --------------------------------
+ * With O_DIRECT the kernel queues the read and returns at once: the read
+ * runs while the program computes.  os_aio_setup makes a context for up to
+ * nr reads in flight (0 or errno); os_aio_read queues one read of len
+ * bytes at off into buf, tagged data; os_aio_reap waits up to timeout_ns
+ * for at least one completion and stores up to max (tag, result) pairs
+ * (result: bytes read or -errno); returns how many, or -errno. */
+int os_aio_setup(unsigned nr, uint64_t *ctx);
+void os_aio_destroy(uint64_t ctx);
+int os_aio_read(uint64_t ctx, int fd, void *buf, size_t len, off_t off, uint64_t data);
+long os_aio_reap(uint64_t ctx, uint64_t *data, int64_t *res, long max, uint64_t timeout_ns);
+/* Asks the page cache to read [off, off+len) ahead (buffered I/O). */
+void os_file_willneed(int fd, off_t off, off_t len);
+
 /* Maps len bytes of the file fd shared, read/write (a table several
  * processes share).  NULL on failure (errno set). */
 void *os_sb_map_shared(int fd, size_t len);

@@ -270,6 +270,7 @@ int strata_sb_release(void *p, size_t len) {
     size_t g0, g1;
     int bad = range_of(p, len, "strata_sb_release()", &g0, &g1);
     if (bad) return bad;
+    sb_ra_settle_all();   /* reads in flight hold granules: installed, they can go */
     sb_evict_range(g0, g1, true);
     for (size_t g = g0; g < g1; g++)
         if (sb_peek(g) & ST_RES) return EIO;   /* a write-back failed: the data stayed */
@@ -278,6 +279,7 @@ int strata_sb_release(void *p, size_t len) {
 
 size_t strata_sb_release_all(void) {
     if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || sb_in_forked_child(NULL)) return 0;
+    sb_ra_settle_all();   /* reads in flight hold granules: installed, they can go */
     return sb_evict_range(0, atomic_load(&sb.hiwater), false) << sb.gran_shift;
 }
 
@@ -321,7 +323,7 @@ static uint64_t count_dirty(void) {
 void strata_sb_stats(strata_sb_stats_t *out) {
     memset(out, 0, sizeof *out);
     if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || sb_in_forked_child(NULL)) return;
-    out->budget = (uint64_t)sb.budget_pages << sb.gran_shift;
+    out->budget = (uint64_t)(sb.budget_pages + sb.ra_pages) << sb.gran_shift;   /* buffers included */
     out->granularity = sb.gran;
     pthread_mutex_lock(&sb.lock);
     out->allocated = sb.allocated;
@@ -362,7 +364,7 @@ void sb_stats_print_at_exit(void) {
     if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || sb_in_forked_child(NULL)) return;
     strata_sb_stats_t st;
     strata_sb_stats(&st);
-    char out[2048], a[32], b[32], c[32], d[32], e[32], f[32];
+    char out[2048], a[32], b[32], c[32], d[32], e[32], f[32], r[32];
     int n = snprintf(out, sizeof out,
                      "strata: storage-backed memory (%s%s, page %s, read %s, write %s):\n"
                      "  sb_budget      %10s   resident bytes at most%s\n"
@@ -379,7 +381,7 @@ void sb_stats_print_at_exit(void) {
                      sb.read_policy ? "aggressive" : "lazy", sb.write_policy ? "aggressive" : "lazy",
                      human(b, sizeof b, st.budget), st.group_members ? " (of the group)" : "",
                      human(c, sizeof c, st.allocated), human(d, sizeof d, st.resident), human(e, sizeof e, st.dirty),
-                     human(f, sizeof f, st.bytes_written), human(a, sizeof a, st.bytes_read),
+                     human(f, sizeof f, st.bytes_written), human(r, sizeof r, st.bytes_read),
                      (unsigned long long)st.faults, (unsigned long long)st.prefetches,
                      (unsigned long long)st.write_faults, (unsigned long long)st.evictions,
                      (unsigned long long)(st.io_ns / 1000000), (unsigned long long)st.over_budget,

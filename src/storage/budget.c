@@ -3,7 +3,10 @@
  * loads, evicting first when the budget is full, so the count (and with
  * it the memory) never passes the budget while anything is evictable.
  *
- * Victims are found by a clock hand sweeping the state table in address
+ * Victims are first the runs sequential streams left behind (drop-behind,
+ * readahead.c: what a sweep has passed is what it touches again last,
+ * and data read at random beside it stays), consecutive ones together.
+ * Then they are found by a clock hand sweeping the state table in address
  * order and taken in runs of contiguous resident granules (at least
  * evict_batch, so one fault in a sweep pays for many, and each run is one
  * write).  Without reference bits (neither mechanism sees reads of a
@@ -55,11 +58,64 @@ static size_t evict_locked(size_t g, size_t n, uint8_t *states) {
     return done;
 }
 
-/* Evicts at least need granules if it can; returns how many it evicted. */
+/* Evicts the resident, unlocked granules of [g, g+n); how many. */
+static size_t evict_span(size_t g, size_t n) {
+    size_t done = 0;
+    for (size_t i = 0; i < n;) {
+        uint8_t s = sb_peek(g + i);
+        uint8_t states[EVICT_MAX];
+        size_t k = 0;
+        if ((s & ST_RES) && !(s & (ST_BUSY | ST_PIN)))
+            k = lock_run(g + i, n - i < EVICT_MAX ? n - i : EVICT_MAX, states, false);
+        if (k == 0) {
+            i++;
+            continue;
+        }
+        done += evict_locked(g + i, k, states);
+        i += k;
+    }
+    return done;
+}
+
+/* Evicts what is still resident of runs streams left behind (oldest
+ * first), until need granules are gone or there are no such runs.  Runs
+ * that follow each other in memory (one stream's) are evicted together,
+ * up to EVICT_MAX granules, past need: one write-back instead of several. */
+static size_t evict_behind(size_t need) {
+    size_t done = 0, g, n, run_g = 0, run_n = 0;
+    while (done + run_n < need && sb_ra_pop_behind(&g, &n)) {
+        if (run_n && g == run_g + run_n && run_n + n <= EVICT_MAX) {
+            run_n += n;
+            continue;
+        }
+        if (run_n) done += evict_span(run_g, run_n);
+        run_g = g;
+        run_n = n;
+    }
+    /* Taken past need: the next runs of the same stream join this one. */
+    while (run_n && run_n < EVICT_MAX && sb_ra_pop_behind(&g, &n)) {
+        if (g == run_g + run_n && run_n + n <= EVICT_MAX) {
+            run_n += n;
+            continue;
+        }
+        done += evict_span(run_g, run_n);
+        run_g = g;
+        run_n = n;
+        break;
+    }
+    if (run_n) done += evict_span(run_g, run_n);
+    return done;
+}
+
+/* Evicts at least need granules if it can; returns how many it evicted.
+ * Runs left behind by streams go first, then the clock. */
 static size_t evict_some(size_t need) {
     size_t hi = atomic_load_explicit(&sb.hiwater, memory_order_acquire);
     if (hi == 0) return 0;
     if (need < sb.evict_batch) need = sb.evict_batch;
+    size_t behind = evict_behind(need);
+    if (behind >= need) return behind;
+    need -= behind;
     size_t h = atomic_load_explicit(&sb.hand, memory_order_relaxed) % hi;
     size_t done = 0;
     for (size_t scanned = 0; done < need && scanned < 2 * hi;) {
@@ -81,7 +137,7 @@ static size_t evict_some(size_t need) {
         if (h >= hi) h = 0;
     }
     atomic_store_explicit(&sb.hand, h, memory_order_relaxed);
-    return done;
+    return done + behind;
 }
 
 /* The group's share of the work: the total is the gate. */
@@ -99,6 +155,7 @@ static void group_take(size_t n) {
         size_t excess = sb_group_excess(bytes);
         if (excess && evict_some((excess + sb.gran - 1) >> sb.gran_shift) > 0) continue;
         if (sb_group_reap() > 0) continue;
+        if (atomic_load_explicit(&sb.ra_inflight, memory_order_relaxed) && sb_ra_settle_all() > 0) continue;
         /* Ours are all taken: ask the others, and give them a moment.  If
          * they do not answer (blocked with pinned buffers), go over, and do
          * not wait again for a while. */
@@ -124,7 +181,6 @@ static void group_take(size_t n) {
 enum { CLEANER_NONE, CLEANER_RUNNING, CLEANER_STOPPING };
 static _Atomic int cleaner_state;
 static _Atomic int cleaner_asked;
-static _Atomic size_t prefetch_from = SIZE_MAX;   /* a run to read ahead, or SIZE_MAX */
 static sem_t cleaner_sem;
 static pthread_t cleaner;
 
@@ -145,8 +201,6 @@ static void *cleaner_main(void *arg) {
             if (res <= target || (stalled && os_now_ms() < stalled)) break;
             if (evict_some(res - target) == 0) break;
         }
-        size_t g = atomic_exchange(&prefetch_from, SIZE_MAX);
-        for (size_t r = 0, n; g != SIZE_MAX && r < sb.prefetch_runs && (n = (size_t)sb_prefetch(g)) > 0; r++) g += n;
     }
     return NULL;
 }
@@ -183,12 +237,6 @@ static void cleaner_nudge(size_t now) {
         sem_post(&cleaner_sem);
 }
 
-void sb_cleaner_prefetch(size_t g) {
-    if (atomic_load_explicit(&cleaner_state, memory_order_relaxed) != CLEANER_RUNNING) return;
-    atomic_store(&prefetch_from, g);
-    if (!atomic_exchange(&cleaner_asked, 1)) sem_post(&cleaner_sem);
-}
-
 void sb_budget_take(size_t n) {
     if (sb.group) {
         group_take(n);
@@ -211,8 +259,10 @@ void sb_budget_take(size_t n) {
             idle_rounds = 0;
             continue;
         }
-        /* Nothing evictable now: other threads may be writing back what
-         * they took; only when that does not help either, go over. */
+        /* Nothing evictable now: reads in flight hold granules (settled,
+         * they can go); other threads may be writing back what they
+         * took; only when that does not help either, go over. */
+        if (atomic_load_explicit(&sb.ra_inflight, memory_order_relaxed) && sb_ra_settle_all() > 0) continue;
         if (atomic_load_explicit(&sb.resident, memory_order_acquire) < cur || ++idle_rounds < 64) {
             sched_yield();
             continue;

@@ -202,15 +202,17 @@ static int setup(const strata_sb_config *c) {
     if (sb.evict_batch > 256) sb.evict_batch = 256;
     /* Two evictions' worth, at most an eighth of the budget. */
     sb.clean_room = 2 * sb.evict_batch <= sb.budget_pages / 8 ? 2 * sb.evict_batch : sb.budget_pages / 8;
-    /* Read-ahead (STRATA_SB_READAHEAD runs, off by default: measured
-     * slower, the cleaner's reads and a fault waiting on them serialise),
-     * at most a quarter of the budget. */
-    sb.prefetch_runs = sb.load_max > 1 ? sb.budget_pages / 4 / sb.load_max : 0;
-    if (sb.prefetch_runs > (size_t)opt(STRATA_OPTION_SB_READAHEAD)) sb.prefetch_runs = (size_t)opt(STRATA_OPTION_SB_READAHEAD);
+    /* Streams (readahead.c): loads that continue a sweep double up to
+     * ra_cap granules (as much as an aggressive run); with direct I/O
+     * STRATA_SB_READAHEAD runs are kept in flight ahead of each. */
+    sb.ra_cap = sb.budget_pages / 8 ? sb.budget_pages / 8 : 1;
+    if (sb.ra_cap > 256) sb.ra_cap = 256;
+    sb.ra_depth = (size_t)opt(STRATA_OPTION_SB_READAHEAD);
+    sb.direct = (fcntl(sb.fd, F_GETFL) & O_DIRECT) != 0;
     size_t ps = os_page_size();
     /* A slot holds a whole aggressive run (one read), up to SCRATCH_MAX;
      * its pages are touched only as reads use them. */
-    size_t run = sb.load_max << sb.gran_shift;
+    size_t run = (sb.ra_depth && sb.ra_cap > sb.load_max ? sb.ra_cap : sb.load_max) << sb.gran_shift;
     sb.scratch_size = run < SCRATCH_MAX ? run : SCRATCH_MAX;
     if (sb.scratch_size < SCRATCH_MIN) sb.scratch_size = SCRATCH_MIN;
     if (sb.scratch_size < gran) sb.scratch_size = gran;
@@ -224,6 +226,7 @@ static int setup(const strata_sb_config *c) {
         e = ENOMEM;
         goto fail_tables;
     }
+    sb_ra_init();
     arena_ops ops = {.meta_map = arena_os_meta_map, .meta_unmap = arena_os_meta_unmap};
     arena_config acfg = {.granule = gran, .min_split = gran, .purge_delay_ms = -1, .dirty_limit = SIZE_MAX};
     e = arena_init(&sb.arena, &ops, &acfg);
@@ -244,7 +247,12 @@ static int setup(const strata_sb_config *c) {
     atomic_store(&sb.hiwater, 0);
     sb.allocated = 0;
     const char *group = c->group ? c->group : env("STRATA_SB_GROUP");
-    if (group && *group && (e = sb_group_join(group, sb.budget_pages << sb.gran_shift)) != 0) goto fail_arena;
+    if (group && *group && (e = sb_group_join(group, (sb.budget_pages + sb.ra_pages) << sb.gran_shift)) != 0)
+        goto fail_arena;
+    if (sb.group && sb.ra_pages) {
+        /* The read-ahead buffers are this member's memory in the group. */
+        sb_group_add((int64_t)(sb.ra_pages << sb.gran_shift));
+    }
     atomic_store(&sb.reserving, sb.group != NULL);
     atomic_store(&sb.outgrown, sb.group != NULL);
     static bool fork_handler;
@@ -260,6 +268,7 @@ static int setup(const strata_sb_config *c) {
 fail_arena:
     arena_destroy(&sb.arena);
 fail_tables:
+    sb_ra_fini();
     unmap_tables();
     sb_mechanism_fini();
 fail_file:
@@ -307,6 +316,7 @@ int strata_sb_shutdown(void) {
     sb_group_leave();
     arena_destroy(&sb.arena);
     pthread_mutex_unlock(&sb.lock);
+    sb_ra_fini();
     unmap_tables();
     sb_mechanism_fini();
     close(sb.fd);

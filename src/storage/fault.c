@@ -51,20 +51,21 @@ static bool handlers_installed;
 
 /* Loads a run from g, which we hold locked (state s, not resident), and
  * unlocks it; returns the granules loaded.  The run: the following
- * granules of the block that are not resident, up to load_max (the
- * aggressive read policy's run).  A first touch of fresh memory (nothing
- * in the file) needs no I/O, so it takes the following fresh granules
- * too, as many as the budget has room for without evicting, up to
- * LOAD_MAX: a program filling an array pays one fault per LOAD_MAX
- * granules.  A fault that loads a full aggressive run from the file asks
- * the cleaner to read the next runs ahead (sb_prefetch): a sweep then
- * finds most runs resident. */
-static size_t load_locked(size_t g, uint8_t s, bool write, bool prefetch) {
+ * granules of the block that are not resident, up to the read policy's
+ * run (lazy: one granule, aggressive: load_max), more for a fault that
+ * continues a sequential stream (readahead.c: the run doubles, the next
+ * runs are read ahead, and what the stream leaves behind is evicted
+ * first; a sweep writing fresh memory is a stream too).  A first touch of fresh memory (nothing in
+ * the file) needs no I/O, so it takes the following fresh granules too,
+ * as many as the budget has room for without evicting, up to LOAD_MAX: a
+ * program filling an array pays one fault per LOAD_MAX granules. */
+static size_t load_locked(size_t g, uint8_t s, bool write) {
     uint8_t states[LOAD_MAX];
     states[0] = s;
     size_t n = 1;
     size_t hi = atomic_load_explicit(&sb.hiwater, memory_order_acquire);
-    size_t max = sb.load_max;
+    int stream = -1;
+    size_t w = sb_ra_window(g, &stream), max = (s & ST_FILE) ? w : sb.load_max;
     uint8_t want = ST_ALLOC, mask = ST_ALLOC | ST_HEAD | ST_RES;
     if (!(s & ST_FILE)) {
         size_t res = atomic_load_explicit(&sb.resident, memory_order_relaxed);
@@ -89,18 +90,17 @@ static size_t load_locked(size_t g, uint8_t s, bool write, bool prefetch) {
         }
         states[n++] = (uint8_t)t;
     }
-    bool from_file = false;
-    for (size_t i = 0; i < n && !from_file; i++) from_file = (states[i] & ST_FILE) != 0;
     sb_budget_take(n);
     sb_load_run(g, n, states, write);
     for (size_t i = 0; i < n; i++) sb_unlock(g + i, states[i]);
-    if (prefetch) atomic_fetch_add_explicit(&sb.prefetches, 1, memory_order_relaxed);
-    else atomic_fetch_add_explicit(&sb.faults, 1, memory_order_relaxed);
-    if (!prefetch && from_file && n == sb.load_max && sb.load_max > 1) sb_cleaner_prefetch(g + n);
+    atomic_fetch_add_explicit(&sb.faults, 1, memory_order_relaxed);
+    sb_ra_loaded(g, n, stream, (s & ST_FILE) != 0);
     return n;
 }
 
 int sb_fault(size_t g, bool write) {
+    /* A read in flight for g: complete it (and read further ahead). */
+    if (atomic_load_explicit(&sb.ra_inflight, memory_order_relaxed)) (void)sb_ra_settle_at(g, true);
     uint8_t s = sb_lock(g);
     if (!(s & ST_ALLOC)) {
         sb_unlock(g, s);
@@ -117,19 +117,8 @@ int sb_fault(size_t g, bool write) {
         sb_unlock(g, s);
         return 0;
     }
-    load_locked(g, s, write, false);
+    load_locked(g, s, write);
     return 0;
-}
-
-int sb_prefetch(size_t g) {
-    if (g >= atomic_load_explicit(&sb.hiwater, memory_order_acquire)) return 0;
-    int s = sb_trylock(g);
-    if (s < 0) return 0;
-    if ((s & (ST_ALLOC | ST_HEAD | ST_RES)) != ST_ALLOC) {   /* not the rest of a block, or there */
-        sb_unlock(g, (uint8_t)s);
-        return 0;
-    }
-    return (int)load_locked(g, (uint8_t)s, false, true);
 }
 
 static void chain(int sig, siginfo_t *si, void *ctx) {

@@ -61,7 +61,7 @@ static inline bool tracking_writes(void) {
     return sb.write_policy == STRATA_SB_LAZY && (sb.mech == STRATA_SB_MECH_MPROTECT || sb.wp_async);
 }
 
-__attribute__((noreturn)) static void load_failed(int e, const void *addr) {
+void sb_read_failed(int e, const void *addr) {
     strata_message("strata: storage-backed read failed: %s at %p (the data cannot be brought back)\n", reason(e),
                    addr);
     abort();
@@ -74,7 +74,7 @@ static void fill(uint8_t *dst, size_t len, bool from_file, bool wp) {
         /* The zero page: no copy, no memory until written, and never
          * counted as written by PAGEMAP_SCAN. */
         int e = os_uffd_zeropage(sb.uffd, dst, len);
-        if (e && e != EEXIST) load_failed(e, dst);
+        if (e && e != EEXIST) sb_read_failed(e, dst);
         return;
     }
     int slot = from_file ? scratch_claim() : -1;
@@ -87,12 +87,12 @@ static void fill(uint8_t *dst, size_t len, bool from_file, bool wp) {
             uint64_t t0 = os_now_ns();
             e = os_pread_all(sb.fd, buf, chunk, file_off(dst + off));
             atomic_fetch_add_explicit(&sb.io_ns, os_now_ns() - t0, memory_order_relaxed);
-            if (e) load_failed(e, dst + off);
+            if (e) sb_read_failed(e, dst + off);
             atomic_fetch_add_explicit(&sb.bytes_read, chunk, memory_order_relaxed);
         }
         if (uffd) e = os_uffd_copy(sb.uffd, dst + off, buf, chunk, wp);
         else e = os_mem_write(sb.mem_fd, dst + off, buf, chunk);
-        if (e && e != EEXIST) load_failed(e, dst + off);
+        if (e && e != EEXIST) sb_read_failed(e, dst + off);
     }
     if (slot >= 0) scratch_put(slot);
 }
@@ -118,6 +118,17 @@ static void load_part(size_t g, size_t n, uint8_t *states, bool write) {
      * what PAGEMAP_SCAN reports. */
     bool dirty = !track || (write && sb.mech == STRATA_SB_MECH_MPROTECT);
     for (size_t i = 0; i < n; i++) states[i] |= (uint8_t)(ST_RES | (dirty ? ST_DIRTY : 0));
+}
+
+void sb_install_run(size_t g, size_t n, uint8_t *states, const uint8_t *buf) {
+    bool track = tracking_writes(), uffd = sb.mech == STRATA_SB_MECH_UFFD;
+    uint8_t *dst = sb_addr(g);
+    size_t len = n << sb.gran_shift;
+    /* As load_part for a read: clean (write-protected) where writes are tracked. */
+    int e = uffd ? os_uffd_copy(sb.uffd, dst, buf, len, track) : os_mem_write(sb.mem_fd, dst, buf, len);
+    if (e && e != EEXIST) sb_read_failed(e, dst);
+    if (!uffd) (void)os_sb_protect(dst, len, track ? OS_PROT_READ : OS_PROT_RW);
+    for (size_t i = 0; i < n; i++) states[i] |= (uint8_t)(ST_RES | (track ? 0 : ST_DIRTY));
 }
 
 void sb_load_run(size_t g, size_t n, uint8_t *states, bool write) {

@@ -11,9 +11,10 @@
  * gran_shift, is all a fault needs: O(1), no search, no lock but the
  * granule's own BUSY bit.  A granule is resident or not; a resident one is
  * counted in `resident`, which never passes the budget except when nothing
- * is evictable (counted in over_budget).  Faults arrive as SIGBUS
- * (userfaultfd with UFFD_FEATURE_SIGBUS: the faulting thread fills its own
- * page with UFFDIO_COPY) or SIGSEGV (mprotect mode, and writes that race
+ * is evictable (counted in over_budget).  Loads that continue a
+ * sequential stream grow and are read ahead (readahead.c).  Faults arrive
+ * as SIGBUS (userfaultfd with UFFD_FEATURE_SIGBUS: the faulting thread
+ * fills its own page with UFFDIO_COPY) or SIGSEGV (mprotect mode, and writes that race
  * an eviction).  Everything the handlers run is async-signal-safe: atomics,
  * system calls, no malloc, no mutex.
  *
@@ -77,7 +78,11 @@ typedef struct sb_state_s {
     size_t load_max;            /* granules loaded at most per fault (aggressive read) */
     size_t evict_batch;         /* granules evicted at least per eviction */
     size_t clean_room;          /* granules the cleaner keeps free (0: no cleaner) */
-    size_t prefetch_runs;       /* aggressive read: runs the cleaner reads ahead of a fault */
+    size_t ra_depth;            /* runs in flight ahead of a stream (0: no stream detection) */
+    size_t ra_cap;              /* granules per stream load at most */
+    size_t ra_pages;            /* the read-ahead buffers, taken from budget_pages */
+    bool direct;                /* the file is O_DIRECT: read-ahead is asynchronous I/O */
+    _Atomic int ra_inflight;    /* reads in flight */
     _Atomic size_t resident;    /* granules resident or being loaded */
     _Atomic size_t hand;        /* the eviction clock */
     _Atomic size_t hiwater;     /* no block beyond this granule */
@@ -132,6 +137,32 @@ void sb_load_run(size_t g, size_t n, uint8_t *states, bool write);
  * the errno of a failed write: then every granule stays resident, its data
  * intact, and the failure is reported once. */
 int sb_evict_run(size_t g, size_t n, uint8_t *states);
+/* Installs a run of stored granules whose data was read into buf (the
+ * read-ahead), clean, as a read fault would load it. */
+void sb_install_run(size_t g, size_t n, uint8_t *states, const uint8_t *buf);
+/* A read from the file failed: the data cannot be brought back (says so, aborts). */
+__attribute__((noreturn)) void sb_read_failed(int e, const void *addr);
+
+/* ---- readahead.c: sequential streams ------------------------------------
+ * Faults that continue where an earlier load from the file ended are a
+ * stream: each such load doubles (up to ra_cap granules), and with direct
+ * I/O the next runs are read asynchronously while the program computes. */
+int sb_ra_init(void);
+void sb_ra_fini(void);
+/* Granules a fault at g reading from the file should load; *stream is the
+ * stream it continues, or -1. */
+size_t sb_ra_window(size_t g, int *stream);
+/* A fault loaded [g, g+n) (granules unlocked again), from the file or
+ * fresh zeros; stream as sb_ra_window said. */
+void sb_ra_loaded(size_t g, size_t n, int stream, bool from_file);
+/* Completes and installs the read in flight covering g, if any: true if
+ * this thread did.  by_fault: the program reached it (the stream goes on). */
+bool sb_ra_settle_at(size_t g, bool by_fault);
+/* The oldest run a stream loaded that eviction should take first (its
+ * granules may since have gone or come back); false if none. */
+bool sb_ra_pop_behind(size_t *g, size_t *n);
+/* Completes every read in flight (their granules become evictable). */
+size_t sb_ra_settle_all(void);   /* how many it completed */
 
 /* ---- budget.c ------------------------------------------------------------ */
 /* Takes n granules of budget, evicting others (never g's run, which is
@@ -143,8 +174,6 @@ void sb_budget_give(size_t n);
  * where it does not exist). */
 void sb_cleaner_start(void);
 void sb_cleaner_stop(bool join);
-/* Asks the cleaner to read the run from g ahead (async-signal-safe). */
-void sb_cleaner_prefetch(size_t g);
 /* Evicts every unpinned resident granule in [from, to); returns granules. */
 size_t sb_evict_range(size_t from, size_t to, bool include_pinned);
 
@@ -171,9 +200,6 @@ void sb_mechanism_fini(void);
 /* Makes granule g resident (the fault path, also used by acquire).
  * Returns 0, or -1 when g is not part of a live block. */
 int sb_fault(size_t g, bool write);
-/* Loads the run from g ahead of use if it is the non-resident rest of a
- * block and nobody holds g (the cleaner's read-ahead); granules loaded. */
-int sb_prefetch(size_t g);
 
 /* ---- config.c ----------------------------------------------------------- */
 /* Initialises from the environment if nothing initialised it yet: 0 or errno. */

@@ -27,6 +27,8 @@ uint8_t sb_lock(size_t g) {
             atomic_compare_exchange_weak_explicit(s, &cur, (uint8_t)(cur | ST_BUSY), memory_order_acquire,
                                                   memory_order_relaxed))
             return cur;
+        /* A read in flight holds it: complete it rather than wait for it. */
+        if (atomic_load_explicit(&sb.ra_inflight, memory_order_relaxed) && sb_ra_settle_at(g, false)) continue;
         pause_a_little(spins);
     }
 }
