@@ -137,6 +137,27 @@ void heap_note_refault(heap_t *heap, uint64_t purged_at) {
     }
 }
 
+/* The purge clock (heap_clock) is wall time less the thread's run delay
+ * since the heap first read it.  The run delay is read every RUN_SAMPLE_MS
+ * of wall time while the heap is busy, and before any purge (between two
+ * reads wall - wait_ms is the clock at most: the wait only grows), so a
+ * page is stamped with a clock at most that stale.  Where the kernel does
+ * not report it, and under a memory limit (memory held for a thread that
+ * waits for a CPU counts against the limit all the same), wall time. */
+#define RUN_SAMPLE_MS 4
+#define RUN_DELAY_UNKNOWN UINT64_MAX
+static void heap_run_sample(heap_t *heap, uint64_t wall) {
+    heap->sampled_at = wall;
+    if (heap->run_delay_base == RUN_DELAY_UNKNOWN || os_memory_limit() != SIZE_MAX) return;
+    uint64_t rd = os_thread_run_delay_ns();
+    if (rd == UINT64_MAX) heap->run_delay_base = RUN_DELAY_UNKNOWN;
+    else if (heap->run_delay_base == 0) heap->run_delay_base = rd + 1;   /* (0: not read) */
+    else if (rd + 1 > heap->run_delay_base) {
+        uint64_t w = (rd + 1 - heap->run_delay_base) / 1000000u;
+        if (w > heap->wait_ms && w <= wall) heap->wait_ms = w;
+    }
+}
+
 /* Pages held by the heap (in its queues, used or kept empty) and their
  * recent peak: what the heap needed lately. */
 void heap_page_held(heap_t *heap, int delta) {
@@ -160,8 +181,8 @@ static void heap_purge_relax(heap_t *heap, uint64_t now) {
  * says it will need again, as long as it keeps taking or emptying pages:
  * memory freed in a phase the program repeats (free a structure, build it
  * again) stays while the program repeats it.  Once the heap has taken and
- * emptied no page for its purge delay (wall time: a thread kept off the CPU
- * that long counts as idle), the peak falls to what is in use and
+ * emptied no page for its purge delay (by heap_clock: time its thread
+ * waited for a CPU does not count, time it slept does), the peak falls to what is in use and
  * everything idle for its delay goes, in runs.  The delay itself grows when purged
  * pages are wanted again soon (heap_note_refault), so a repeated phase
  * longer than the delay stops being purged after it was once. */
@@ -204,17 +225,26 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
  * segments, and fold the statistics.  Called from malloc's generic path and
  * when free retires a page, so a thread that only frees purges too. */
 void heap_maintain(heap_t *heap) {
-    uint64_t now = os_now_ms();
-    if (now == heap->maintained_at) return;
-    heap->maintained_at = now;
+    uint64_t wall = os_now_ms();
+    if (wall == heap->maintained_at) return;
+    heap->maintained_at = wall;
+    uint64_t now = wall - heap->wait_ms;
+    if (wall >= heap->sampled_at + RUN_SAMPLE_MS || (heap->purge_due && now >= heap->purge_due)) {
+        heap_run_sample(heap, wall);
+        now = wall - heap->wait_ms;
+    }
+    /* (The wall clock is coarse, and a page may have been stamped before
+     * the last read of the wait: the clock never goes back.) */
+    if (now < heap->clock) now = heap->clock;
+    heap->clock = now;
     if (heap->threshold_gen != atomic_load_explicit(&threshold_gen, memory_order_relaxed)) heap_direct_refresh(heap);
     heap_purge_relax(heap, now);
     if (heap->purge_due && now >= heap->purge_due) heap->purge_due = heap_purge_pass(heap, now);
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
-    if (now >= due && atomic_compare_exchange_strong(&next_global, &due, now + 10)) {
+    if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) {
         segment_cache_release(false);
-        large_collect(now);
+        large_collect(wall);
     }
     heap_fold_stats(heap);   /* keeps the statistics a few ms fresh for other threads */
 }

@@ -383,6 +383,12 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
         }
         if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
         if (page->free) {
+            if (page->used == 0 && page->purge_at != 0) {
+                /* A kept empty page back in service: the heap still needs
+                 * what it emptied (heap_purge_pass keeps its peak). */
+                page->purge_at = 0;
+                heap->demand_at = heap_clock(heap);
+            }
             if (page != q->first) {
                 page_queue_remove(q, page);
                 page_queue_push_front(q, page);
