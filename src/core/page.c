@@ -105,18 +105,22 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     page_extend(page);
 }
 
-/* Carves more blocks into the free list, a few OS pages at a time, so a
- * page's memory is touched only as it is used.  At least EXTEND_MIN_BLOCKS
- * at once (carving touches one OS page per big block): a page of a few
- * 16-128 KiB blocks would otherwise send every malloc to the generic path. */
+/* Carves more blocks into the free list, one OS page at a time (the blocks
+ * that start in the OS page where carving is), so a page's memory is
+ * touched only as it is used: a class a program uses for a few blocks costs
+ * it one OS page, not four.  At least EXTEND_MIN_BLOCKS at once (carving
+ * touches one OS page per big block): a page of a few 16-128 KiB blocks
+ * would otherwise send every malloc to the generic path. */
 #define EXTEND_MIN_BLOCKS 4
 void page_extend(page_t *page) {
     uint32_t left = page->reserved - page->capacity;
     if (left == 0) return;
-    uint32_t n = (uint32_t)(16384 / page->block_size);
+    uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
+    size_t ps = os_page_size();
+    size_t room = ps - ((uintptr_t)first & (ps - 1));   /* to the end of first's OS page */
+    uint32_t n = (uint32_t)((room + page->block_size - 1) / page->block_size);
     if (n < EXTEND_MIN_BLOCKS) n = EXTEND_MIN_BLOCKS;
     if (n > left) n = left;
-    uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
     size_t bs = page->block_size;
     block_t *head = page->free;
 #if defined(STRATA_SECURE)
