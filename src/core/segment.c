@@ -313,6 +313,7 @@ static page_t *segment_page_take(heap_t *heap, segment_t *s, page_t *page) {
             heap_clock(heap) < page->purge_at + ((uint64_t)d << PURGE_SHIFT_MAX))
             heap_note_refault(heap, page->purge_at);
         page->is_zero = 0;
+        page->class_idx = 0;   /* no old layout is resident (page_init) */
     }
     page->purge_at = 0;
     heap_page_held(heap, 1);
