@@ -188,8 +188,9 @@ static void heap_purge_relax(heap_t *heap, uint64_t now) {
  * memory freed in a phase the program repeats (free a structure, build it
  * again) stays while the program repeats it.  Once the heap has taken and
  * emptied no page for its purge delay (by heap_clock: time its thread
- * waited for a CPU does not count, time it slept does), the peak falls to what is in use and
- * everything idle for its delay goes, in runs.  The delay itself grows when purged
+ * waited for a CPU does not count, time it slept does), what is kept back
+ * for it decays over one more delay (then the peak falls to what is in
+ * use), and what is idle for its delay goes within that, in runs.  The delay itself grows when purged
  * pages are wanted again soon (heap_note_refault), so a repeated phase
  * longer than the delay stops being purged after it was once. */
 static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
@@ -197,8 +198,25 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
     uint32_t kept = heap_count_kept(heap);
     uint32_t dirty = segment_count_dirty(heap);
     uint32_t in_use = heap->held_pages > kept ? heap->held_pages - kept : 0;
-    if (d >= 0 && now >= heap->demand_at + (uint64_t)d) heap->held_peak = in_use;
     uint32_t allow = heap->held_peak > in_use ? heap->held_peak - in_use : 0;
+    bool decaying = false;
+    if (d >= 0 && now >= heap->demand_at + (uint64_t)d) {
+        /* Idle for the delay: what is kept back for the next phase decays
+         * to nothing over one more delay along a smootherstep (jemalloc's
+         * decay curve): a pause just past the delay gives back a little of
+         * it, a longer one all, and demand that comes back meanwhile finds
+         * most of it still there. */
+        uint64_t idle = now - heap->demand_at - (uint64_t)d;
+        if (d == 0 || idle >= (uint64_t)d) {
+            heap->held_peak = in_use;
+            allow = 0;
+        } else {
+            double x = (double)idle / (double)d;
+            double gone = x * x * x * (x * (x * 6 - 15) + 10);
+            allow = (uint32_t)((double)allow * (1 - gone));
+            decaying = true;
+        }
+    }
     /* Under a memory limit what is kept back for the next phase must fit:
      * at most a quarter of the headroom (counted in medium pages, the
      * larger kind), so the limit's OOM killer never meets memory held
@@ -217,9 +235,10 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
     heap->purge_budget = budget;
     uint64_t b = segment_purge_idle(heap, now, false, NULL);
     uint64_t next = (a && b) ? (a < b ? a : b) : (a | b);
-    /* Kept back by the budget: look again when the demand may have ended. */
+    /* Kept back by the budget: look again when the demand may have ended,
+     * and while it decays, eight times along the curve. */
     if (allow > 0 && kept + dirty > 0 && d >= 0) {
-        uint64_t t = heap->demand_at + (uint64_t)d + 1;
+        uint64_t t = decaying ? now + (uint64_t)d / 8 + 1 : heap->demand_at + (uint64_t)d + 1;
         if (t <= now) t = now + 1;
         if (next == 0 || next > t) next = t;
     }

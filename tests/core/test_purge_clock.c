@@ -6,7 +6,10 @@
  *    in the same run);
  *  - a phase that takes longer than the delay to refill the pages it
  *    emptied (build a structure, destroy it, build it again) faults no more
- *    than a small share of what its first round faulted.
+ *    than a small share of what its first round faulted;
+ *  - once the heap's demand stops, what it keeps back decays along a curve:
+ *    nothing goes within the delay, a little a quarter into the decay, all
+ *    after it (the ages are set by hand, so no timing is asserted).
  *
  * Bounds are relative to a baseline measured in the same run (no timing
  * asserts).  Linked statically, so malloc here is Strata's. */
@@ -194,9 +197,60 @@ static void a_phase_longer_than_the_delay_is_not_purged(void) {
     for (int r = 1; r < 4; r++) CHECK(faults[r] * 4 <= faults[0]);
 }
 
+/* ---- the decay after demand stops ---- */
+
+/* Kept pages all due; the heap's last demand `ago` ms back on its clock. */
+static size_t pass_with_demand_ago(uint64_t ago, uint32_t cls) {
+    heap_t *heap = tls_heap;
+    for (page_t *p = heap->queues[cls].first; p; p = p->next)
+        if (p->used == 0 && p->purge_at != 0) p->purge_at = 1;
+    size_t p0 = purged_now();
+    uint64_t t = os_now_ms();
+    while (os_now_ms() == t) {
+    }
+    heap->demand_at = heap_clock(heap) + 1 - ago;   /* (the pass's clock is a tick on) */
+    heap->purge_due = 1;
+    heap_maintain(heap);
+    return purged_now() - p0;
+}
+
+static void *decay_thread(void *arg) {
+    size_t *purged = arg;
+    /* A long delay, so the passes below see the ages set; the heap's own
+     * (pages it adopted may have raised it: heap_note_refault). */
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 2000);
+    fill_and_empty();
+    uint64_t D = (uint64_t)heap_purge_delay(tls_heap);
+    purged[0] = pass_with_demand_ago(D / 2, class_of(BS));          /* within the delay: kept */
+    purged[1] = pass_with_demand_ago(D + D / 4, class_of(BS));      /* a quarter into the decay */
+    purged[2] = pass_with_demand_ago(2 * D + 10, class_of(BS));     /* past it: all */
+    purged[3] = heap_count_kept(tls_heap);
+    return NULL;
+}
+
+static void kept_memory_decays_after_the_demand_stops(void) {
+    if (os_memory_limit() != SIZE_MAX) {
+        fprintf(stderr, "under a memory limit the headroom caps what is kept back; skipped\n");
+        return;
+    }
+    size_t purged[4];
+    pthread_t t;
+    pthread_create(&t, NULL, decay_thread, purged);
+    pthread_join(t, NULL);
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
+    fprintf(stderr, "purged %zu KiB within the delay, %zu KiB a quarter into the decay, %zu KiB after; %zu kept\n",
+            purged[0] / 1024, purged[1] / 1024, purged[2] / 1024, purged[3]);
+    size_t all = (size_t)NB * BS;
+    CHECK(purged[0] == 0);
+    CHECK(purged[1] > 0 && purged[1] * 4 < all);     /* smootherstep(1/4) = 0.10 of it */
+    CHECK(purged[1] + purged[2] >= all * 9 / 10);
+    CHECK(purged[3] <= 1);
+}
+
 int main(void) {
     free(malloc(1));
     RUN(a_phase_longer_than_the_delay_is_not_purged);
     RUN(a_thread_kept_off_the_cpu_keeps_its_pages);
+    RUN(kept_memory_decays_after_the_demand_stops);
     return check_failures != 0;
 }
