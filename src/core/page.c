@@ -127,6 +127,8 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
  * touches one OS page per big block): a page of a few 16-128 KiB blocks
  * would otherwise send every malloc to the generic path. */
 #define EXTEND_MIN_BLOCKS 4
+static void page_carve(page_t *page, uint32_t n);
+
 void page_extend(page_t *page) {
     uint32_t left = page->reserved - page->capacity;
     if (left == 0) return;
@@ -136,6 +138,12 @@ void page_extend(page_t *page) {
     uint32_t n = (uint32_t)((room + page->block_size - 1) / page->block_size);
     if (n < EXTEND_MIN_BLOCKS) n = EXTEND_MIN_BLOCKS;
     if (n > left) n = left;
+    page_carve(page, n);
+}
+
+/* Puts the next n blocks after the carved ones on the free list. */
+static void page_carve(page_t *page, uint32_t n) {
+    uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
     size_t bs = page->block_size;
     block_t *head = page->free;
 #if defined(STRATA_SECURE)
@@ -160,14 +168,31 @@ void page_extend(page_t *page) {
     page_set_span(page);
 }
 
-/* An empty page's blocks, carved again from its start (owner only; no
- * block of it is out, so no free can race with this). */
+/* An empty page's blocks, carved again from its start, all it had carved
+ * at once (that memory is resident already; one pass of link writes, where
+ * carving it page by page again would send malloc down the generic path
+ * each time).  Owner only; no block of it is out, so no free can race with
+ * this, and the span stays as it was. */
 static void page_recarve(page_t *page) {
     strata_assert(page->used == 0);
+    uint32_t n = page->capacity;
     page->free = page->local_free = NULL;
     page->capacity = 0;
-    page_set_span(page);
-    page_extend(page);
+    page_carve(page, n);
+}
+
+/* The first links of the free list do not go block to neighbouring block
+ * (either way).  A few loads: the blocks are free, their links checked. */
+static bool page_list_scattered(const page_t *page) {
+    const block_t *b = page->free;
+    for (int i = 0; i < 8 && b; i++) {
+        const block_t *n = block_next(page, b);
+        if (!n || !page_is_block_start(page, n)) return false;
+        uintptr_t d = (uintptr_t)n > (uintptr_t)b ? (uintptr_t)n - (uintptr_t)b : (uintptr_t)b - (uintptr_t)n;
+        if (d != page->block_size) return true;
+        b = n;
+    }
+    return false;
 }
 
 /* Takes the blocks other threads freed (thread_free) onto local_free, and
@@ -415,13 +440,16 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
             if (page->used == 0 && page->purge_at != 0) {
                 /* A kept empty page back in service: the heap still needs
                  * what it emptied (heap_purge_pass keeps its peak).  Its
-                 * free list is in the order the blocks were freed (a tree
-                 * torn down, say): carved again, it hands them out in
-                 * address order, as a fresh page would, so what the program
-                 * builds next lies together (map-churn: 20 % less user time). */
+                 * free list is in the order the blocks were freed: if that
+                 * scattered them (a tree torn down, say), it is carved
+                 * again and hands them out in address order, as a fresh
+                 * page would, so what the program builds next lies together
+                 * (map-churn: 20 % less user time).  A list still in order
+                 * (freed in or against allocation order) is kept: carving
+                 * costs a pass of link writes. */
                 page->purge_at = 0;
                 heap->demand_at = heap_clock(heap);
-                page_recarve(page);
+                if (page_list_scattered(page)) page_recarve(page);
             }
             if (page != q->first) {
                 page_queue_remove(q, page);
