@@ -200,14 +200,17 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
     uint32_t in_use = heap->held_pages > kept ? heap->held_pages - kept : 0;
     uint32_t allow = heap->held_peak > in_use ? heap->held_peak - in_use : 0;
     bool decaying = false;
+    size_t limit = os_memory_limit();
+    bool under_limit = limit && limit != SIZE_MAX;
     if (d >= 0 && now >= heap->demand_at + (uint64_t)d) {
         /* Idle for the delay: what is kept back for the next phase decays
          * to nothing over one more delay along a smootherstep (jemalloc's
          * decay curve): a pause just past the delay gives back a little of
          * it, a longer one all, and demand that comes back meanwhile finds
-         * most of it still there. */
+         * most of it still there.  Under a memory limit it all goes at once
+         * (what is kept back there is headroom the program may need). */
         uint64_t idle = now - heap->demand_at - (uint64_t)d;
-        if (d == 0 || idle >= (uint64_t)d) {
+        if (d == 0 || idle >= (uint64_t)d || under_limit) {
             heap->held_peak = in_use;
             allow = 0;
         } else {
@@ -221,8 +224,7 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
      * at most a quarter of the headroom (counted in medium pages, the
      * larger kind), so the limit's OOM killer never meets memory held
      * for reuse. */
-    size_t limit = os_memory_limit();
-    if (limit && limit != SIZE_MAX) {
+    if (under_limit) {
         size_t room = os_memory_headroom() / 4 / ((size_t)1 << MEDIUM_PAGE_SHIFT);
         if (allow > room) allow = (uint32_t)room;
     }
