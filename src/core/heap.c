@@ -37,22 +37,28 @@ void heap_init_process(void) {
     if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
 }
 
+/* Heap structs are carved from a batch in address order as threads come,
+ * so a batch's memory is touched only as far as heaps were made (threading
+ * all of it onto the spare list at once touched the whole 256 KiB: a
+ * quarter of a small program's footprint). */
+static uint8_t *batch_next, *batch_end;
+
 static heap_t *heap_struct_alloc(void) {
     heap_t *h = spare_heaps;
     if (h) {
         spare_heaps = h->next_heap;
         return h;
     }
-    size_t batch = 256 * 1024;
-    uint8_t *mem = os_alloc_aligned(batch, os_page_size());
-    if (!mem) return NULL;
-    size_t n = batch / sizeof(heap_t);
-    for (size_t i = 1; i < n; i++) {
-        heap_t *x = (heap_t *)(mem + i * sizeof(heap_t));
-        x->next_heap = spare_heaps;
-        spare_heaps = x;
+    if (batch_next == NULL || (size_t)(batch_end - batch_next) < sizeof(heap_t)) {
+        size_t batch = 256 * 1024;
+        uint8_t *mem = os_alloc_aligned(batch, os_page_size());
+        if (!mem) return NULL;
+        batch_next = mem;
+        batch_end = mem + batch;
     }
-    return (heap_t *)mem;
+    h = (heap_t *)batch_next;
+    batch_next += sizeof(heap_t);
+    return h;
 }
 
 /* Points direct[] slots of class cls at the class's first page, so the
@@ -137,6 +143,27 @@ void heap_note_refault(heap_t *heap, uint64_t purged_at) {
     }
 }
 
+/* The purge clock (heap_clock) is wall time less the thread's run delay
+ * since the heap first read it.  The run delay is read every RUN_SAMPLE_MS
+ * of wall time while the heap is busy, and before any purge (between two
+ * reads wall - wait_ms is the clock at most: the wait only grows), so a
+ * page is stamped with a clock at most that stale.  Where the kernel does
+ * not report it, and under a memory limit (memory held for a thread that
+ * waits for a CPU counts against the limit all the same), wall time. */
+#define RUN_SAMPLE_MS 4
+#define RUN_DELAY_UNKNOWN UINT64_MAX
+static void heap_run_sample(heap_t *heap, uint64_t wall) {
+    heap->sampled_at = wall;
+    if (heap->run_delay_base == RUN_DELAY_UNKNOWN || os_memory_limit() != SIZE_MAX) return;
+    uint64_t rd = os_thread_run_delay_ns();
+    if (rd == UINT64_MAX) heap->run_delay_base = RUN_DELAY_UNKNOWN;
+    else if (heap->run_delay_base == 0) heap->run_delay_base = rd + 1;   /* (0: not read) */
+    else if (rd + 1 > heap->run_delay_base) {
+        uint64_t w = (rd + 1 - heap->run_delay_base) / 1000000u;
+        if (w > heap->wait_ms && w <= wall) heap->wait_ms = w;
+    }
+}
+
 /* Pages held by the heap (in its queues, used or kept empty) and their
  * recent peak: what the heap needed lately. */
 void heap_page_held(heap_t *heap, int delta) {
@@ -160,9 +187,10 @@ static void heap_purge_relax(heap_t *heap, uint64_t now) {
  * says it will need again, as long as it keeps taking or emptying pages:
  * memory freed in a phase the program repeats (free a structure, build it
  * again) stays while the program repeats it.  Once the heap has taken and
- * emptied no page for its purge delay (wall time: a thread kept off the CPU
- * that long counts as idle), the peak falls to what is in use and
- * everything idle for its delay goes, in runs.  The delay itself grows when purged
+ * emptied no page for its purge delay (by heap_clock: time its thread
+ * waited for a CPU does not count, time it slept does), what is kept back
+ * for it decays over one more delay (then the peak falls to what is in
+ * use), and what is idle for its delay goes within that, in runs.  The delay itself grows when purged
  * pages are wanted again soon (heap_note_refault), so a repeated phase
  * longer than the delay stops being purged after it was once. */
 static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
@@ -170,14 +198,33 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
     uint32_t kept = heap_count_kept(heap);
     uint32_t dirty = segment_count_dirty(heap);
     uint32_t in_use = heap->held_pages > kept ? heap->held_pages - kept : 0;
-    if (d >= 0 && now >= heap->demand_at + (uint64_t)d) heap->held_peak = in_use;
     uint32_t allow = heap->held_peak > in_use ? heap->held_peak - in_use : 0;
+    bool decaying = false;
+    size_t limit = os_memory_limit();
+    bool under_limit = limit && limit != SIZE_MAX;
+    if (d >= 0 && now >= heap->demand_at + (uint64_t)d) {
+        /* Idle for the delay: what is kept back for the next phase decays
+         * to nothing over one more delay along a smootherstep (jemalloc's
+         * decay curve): a pause just past the delay gives back a little of
+         * it, a longer one all, and demand that comes back meanwhile finds
+         * most of it still there.  Under a memory limit it all goes at once
+         * (what is kept back there is headroom the program may need). */
+        uint64_t idle = now - heap->demand_at - (uint64_t)d;
+        if (d == 0 || idle >= (uint64_t)d || under_limit) {
+            heap->held_peak = in_use;
+            allow = 0;
+        } else {
+            double x = (double)idle / (double)d;
+            double gone = x * x * x * (x * (x * 6 - 15) + 10);
+            allow = (uint32_t)((double)allow * (1 - gone));
+            decaying = true;
+        }
+    }
     /* Under a memory limit what is kept back for the next phase must fit:
      * at most a quarter of the headroom (counted in medium pages, the
      * larger kind), so the limit's OOM killer never meets memory held
      * for reuse. */
-    size_t limit = os_memory_limit();
-    if (limit && limit != SIZE_MAX) {
+    if (under_limit) {
         size_t room = os_memory_headroom() / 4 / ((size_t)1 << MEDIUM_PAGE_SHIFT);
         if (allow > room) allow = (uint32_t)room;
     }
@@ -190,9 +237,10 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
     heap->purge_budget = budget;
     uint64_t b = segment_purge_idle(heap, now, false, NULL);
     uint64_t next = (a && b) ? (a < b ? a : b) : (a | b);
-    /* Kept back by the budget: look again when the demand may have ended. */
+    /* Kept back by the budget: look again when the demand may have ended,
+     * and while it decays, eight times along the curve. */
     if (allow > 0 && kept + dirty > 0 && d >= 0) {
-        uint64_t t = heap->demand_at + (uint64_t)d + 1;
+        uint64_t t = decaying ? now + (uint64_t)d / 8 + 1 : heap->demand_at + (uint64_t)d + 1;
         if (t <= now) t = now + 1;
         if (next == 0 || next > t) next = t;
     }
@@ -204,17 +252,26 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
  * segments, and fold the statistics.  Called from malloc's generic path and
  * when free retires a page, so a thread that only frees purges too. */
 void heap_maintain(heap_t *heap) {
-    uint64_t now = os_now_ms();
-    if (now == heap->maintained_at) return;
-    heap->maintained_at = now;
+    uint64_t wall = os_now_ms();
+    if (wall == heap->maintained_at) return;
+    heap->maintained_at = wall;
+    uint64_t now = wall - heap->wait_ms;
+    if (wall >= heap->sampled_at + RUN_SAMPLE_MS || (heap->purge_due && now >= heap->purge_due)) {
+        heap_run_sample(heap, wall);
+        now = wall - heap->wait_ms;
+    }
+    /* (The wall clock is coarse, and a page may have been stamped before
+     * the last read of the wait: the clock never goes back.) */
+    if (now < heap->clock) now = heap->clock;
+    heap->clock = now;
     if (heap->threshold_gen != atomic_load_explicit(&threshold_gen, memory_order_relaxed)) heap_direct_refresh(heap);
     heap_purge_relax(heap, now);
     if (heap->purge_due && now >= heap->purge_due) heap->purge_due = heap_purge_pass(heap, now);
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
-    if (now >= due && atomic_compare_exchange_strong(&next_global, &due, now + 10)) {
+    if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) {
         segment_cache_release(false);
-        large_collect(now);
+        large_collect(wall);
     }
     heap_fold_stats(heap);   /* keeps the statistics a few ms fresh for other threads */
 }

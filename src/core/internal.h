@@ -328,14 +328,23 @@ typedef struct heap_s {
     uint32_t held_peak;                     /* while the heap keeps taking pages */
     uint32_t purge_budget;
     uint64_t demand_at;                     /* ms: when the heap last took or emptied a page */
+    /* The purge clock (heap_clock): wall ms less the ms the thread waited
+     * for a CPU since run_delay_base (ns, 0: not read yet). */
+    uint64_t clock;
+    uint64_t wait_ms;
+    uint64_t run_delay_base;
+    uint64_t sampled_at;                    /* wall ms: run delay last read */
 } heap_t;
 
 extern heap_t heap_empty;
 
-/* The heap's idea of the time: the clock read at its last housekeeping (at
- * most a few ms old while it is busy), so page frees need no clock call. */
+/* The heap's idea of the time, which every purge decision of the heap goes
+ * by: wall ms less the time its thread spent waiting for a CPU (so a thread
+ * kept off the CPU does not find its memory idle), as read at its last
+ * housekeeping (at most a few ms old while it is busy), so page frees need
+ * no clock call.  Never ahead of the wall clock; sleeping counts. */
 static inline uint64_t heap_clock(const heap_t *heap) {
-    return heap->maintained_at ? heap->maintained_at : os_now_ms();
+    return heap->maintained_at ? heap->clock : os_now_ms() - heap->wait_ms;
 }
 extern page_t page_empty;
 extern STRATA_TLS heap_t *tls_heap;

@@ -313,6 +313,7 @@ static page_t *segment_page_take(heap_t *heap, segment_t *s, page_t *page) {
             heap_clock(heap) < page->purge_at + ((uint64_t)d << PURGE_SHIFT_MAX))
             heap_note_refault(heap, page->purge_at);
         page->is_zero = 0;
+        page->class_idx = 0;   /* no old layout is resident (page_init) */
     }
     page->purge_at = 0;
     heap_page_held(heap, 1);
@@ -546,6 +547,19 @@ size_t segment_reclaim(void) {
     return bytes + segment_abandoned_purge(false, UINT64_MAX);
 }
 
+/* The heap's purge clock runs behind the wall clock by the time its thread
+ * waited for a CPU (heap_clock); an abandoned segment's free pages are
+ * purged by the wall clock (segment_abandoned_purge), so their deadlines
+ * move to it: due after their delay, not at once. */
+static void segment_clock_to_wall(heap_t *heap, segment_t *seg) {
+    uint64_t behind = os_now_ms() - heap_clock(heap);
+    for (uint32_t i = 0; i < seg->page_count && behind; i++) {
+        page_t *page = &seg->pages[i];
+        if ((page_flags(page) & PAGE_UNUSED) && page->purge_at != 0 && page->purge_at != UINT64_MAX)
+            page->purge_at += behind;
+    }
+}
+
 void segment_abandon(heap_t *heap, segment_t *seg) {
     if (seg->used_pages == 0) {   /* nothing to adopt: cache or unmap it */
         segment_release(heap, seg);
@@ -553,6 +567,7 @@ void segment_abandon(heap_t *heap, segment_t *seg) {
     }
     list_remove(&heap->segments[seg->kind], seg);
     stat_sub(&stats.segments, 1);
+    segment_clock_to_wall(heap, seg);
     /* The heap struct will be reused: no page may still name it as the
      * fast path's owner. */
     for (uint32_t i = 0; i < seg->page_count; i++)

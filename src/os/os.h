@@ -88,6 +88,9 @@ uint64_t os_mix64(uint64_t x);
 
 /* Monotonic milliseconds (cheap: vDSO, coarse clock). */
 uint64_t os_now_ms(void);
+/* Nanoseconds the calling thread has waited for a CPU while runnable
+ * (run_delay), UINT64_MAX if unknown; a few microseconds (run_delay.c). */
+uint64_t os_thread_run_delay_ns(void);
 
 /* Reads a small file (procfs, sysfs) into buf, NUL-terminated, with no
  * malloc; returns the bytes read, 0 on failure. */

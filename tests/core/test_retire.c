@@ -1,9 +1,9 @@
 /* Empty pages and purging, seen from inside: an empty page stays in its
  * class queue (no set-up again when the program refills it), a kept page
  * serves another class before fresh memory is touched, strata_release and
- * a refused mapping give kept pages back, pages of big blocks are carved
- * several at a time, and a purged page wanted again raises the heap's
- * purge delay.  Linked statically, so malloc here is Strata's. */
+ * a refused mapping give kept pages back, fresh blocks are carved one OS
+ * page at a time, a purged page wanted again raises the heap's purge delay,
+ * and a kept page taken back hands out its blocks in address order.  Linked statically, so malloc here is Strata's. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,10 +65,23 @@ static void release_gives_kept_pages_back(void) {
     strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
 }
 
-static void big_blocks_are_carved_several_at_once(void) {
+/* Carving touches one OS page of a fresh page at a time: blocks bigger
+ * than an OS page are carved as they are wanted, smaller ones up to the end
+ * of the OS page the carving is in. */
+static void fresh_blocks_are_carved_one_os_page_at_a_time(void) {
     void *p = malloc(100 * 1024);
     page_t *page = page_at(p);
-    CHECK(page->capacity >= (page->reserved < 4 ? page->reserved : 4));
+    CHECK(page->capacity == 1);
+    void *q = malloc(100 * 1024);
+    if (page_at(q) == page) CHECK(page->capacity == 2);
+    free(q);
+    free(p);
+    p = malloc(200);   /* a class not used before here */
+    page = page_at(p);
+    uint8_t *end = page->start + (size_t)page->capacity * page->block_size;
+    size_t ps = os_page_size();
+    CHECK(page->capacity >= 1);
+    CHECK((uintptr_t)(end - page->block_size) / ps == (uintptr_t)page->start / ps);   /* all start in the first OS page */
     free(p);
 }
 
@@ -99,12 +112,38 @@ static void refault_raises_the_purge_delay(void) {
     strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
 }
 
+/* Kept pages taken back into service hand out their blocks in address
+ * order (page_recarve), whatever order they were freed in: what a program
+ * builds again lies together, as on a fresh page.  (The page the fast path
+ * is on keeps its list: only pages a page search takes are carved again.) */
+static void kept_pages_hand_out_blocks_in_address_order(void) {
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 100000);
+    enum { M = 400 };
+    static char *b[M];
+    size_t size = 700;
+    for (int i = 0; i < M; i++) b[i] = malloc(size);
+    for (int k = 0, i = 0; k < M; k++, i = (i + 37) % M) free(b[i]);   /* 37 is prime to 400: a permutation */
+    for (int i = 0; i < M; i++) b[i] = malloc(size);
+    page_t *first = page_at(b[0]);
+    int pages = 0, descents = 0;
+    for (int i = 1; i < M; i++) {
+        if (page_at(b[i]) != page_at(b[i - 1])) { pages++; continue; }
+        if (page_at(b[i]) != first && b[i] < b[i - 1]) descents++;
+    }
+    fprintf(stderr, "%d page changes, %d blocks below their predecessor on a page taken back\n", pages, descents);
+    CHECK(pages >= 3);
+    CHECK(descents == 0);
+    for (int i = 0; i < M; i++) free(b[i]);
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
+}
+
 int main(void) {
     free(malloc(1));
     RUN(empty_pages_stay_in_their_class);
     RUN(kept_pages_serve_other_classes);
     RUN(release_gives_kept_pages_back);
-    RUN(big_blocks_are_carved_several_at_once);
+    RUN(fresh_blocks_are_carved_one_os_page_at_a_time);
     RUN(refault_raises_the_purge_delay);
+    RUN(kept_pages_hand_out_blocks_in_address_order);
     return check_failures != 0;
 }

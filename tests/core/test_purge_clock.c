@@ -1,0 +1,260 @@
+/* The purge clock and the purge's idea of demand, seen from inside:
+ *
+ *  - a thread kept off the CPU (runnable, but a busier thread holds its
+ *    core) longer than the purge delay finds its kept pages still there,
+ *    while the same thread asleep as long has them given back (the control,
+ *    in the same run);
+ *  - a phase that takes longer than the delay to refill the pages it
+ *    emptied (build a structure, destroy it, build it again) faults no more
+ *    than a small share of what its first round faulted;
+ *  - once the heap's demand stops, what it keeps back decays along a curve:
+ *    nothing goes within the delay, a little a quarter into the decay, all
+ *    after it (the ages are set by hand, so no timing is asserted).
+ *
+ * Bounds are relative to a baseline measured in the same run (no timing
+ * asserts).  Linked statically, so malloc here is Strata's. */
+#define _GNU_SOURCE 1
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/internal.h"
+#include "stats/stats.h"
+
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static long thread_minflt(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_minflt;
+}
+
+static size_t purged_now(void) {
+    strata_stats_t s;
+    strata_stats_get(&s);
+    return s.purged;
+}
+
+/* Runs the heap's housekeeping on a fresh clock tick (busy-waits for it:
+ * sleeping would count as idle time). */
+static void maintain_now(void) {
+    uint64_t t = os_now_ms();
+    while (os_now_ms() == t) {
+    }
+    heap_maintain(tls_heap);
+}
+
+enum { NB = 3000, BS = 1000 };
+static void *blocks[NB];
+
+/* Fills and empties pages of one class: they stay kept (page_retire). */
+static void fill_and_empty(void) {
+    for (int i = 0; i < NB; i++) { blocks[i] = malloc(BS); memset(blocks[i], 1, BS); }
+    for (int i = 0; i < NB; i++) free(blocks[i]);
+}
+
+/* ---- off the CPU versus asleep ---- */
+
+static _Atomic int spin_go, spin_done;
+static int spin_cpu;
+
+static void pin(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
+/* Holds the test thread's core for ms of wall time. */
+static void *spinner(void *arg) {
+    long ms = (long)arg;
+    pin(spin_cpu);
+    while (!atomic_load(&spin_go)) sched_yield();
+    uint64_t end = os_now_ms() + (uint64_t)ms;
+    while (os_now_ms() < end) {
+    }
+    atomic_store(&spin_done, 1);
+    return NULL;
+}
+
+typedef struct {
+    int skipped;         /* the machine could not keep the thread off the CPU */
+    size_t purged_off;   /* bytes purged after the time off the CPU */
+    size_t purged_asleep;
+    uint32_t kept_before, kept_off;
+} offcpu_result;
+
+enum { DELAY_MS = 30, AWAY_MS = 300 };
+
+static void *offcpu_thread(void *arg) {
+    offcpu_result *r = arg;
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, DELAY_MS);
+    pin(spin_cpu);
+    fill_and_empty();
+    maintain_now();
+    r->kept_before = heap_count_kept(tls_heap);
+    size_t p0 = purged_now();
+    uint64_t rd0 = os_thread_run_delay_ns(), cpu0 = thread_cpu_ns();
+    /* Runnable all along, but SCHED_IDLE on the spinner's core: it runs
+     * only when nothing else there wants to. */
+    pthread_t t;
+    pthread_create(&t, NULL, spinner, (void *)(long)AWAY_MS);   /* (before: it would inherit SCHED_IDLE) */
+    struct sched_param sp = {0};
+    sched_setscheduler(0, SCHED_IDLE, &sp);
+    atomic_store(&spin_go, 1);
+    while (!atomic_load(&spin_done)) {
+    }
+    sched_setscheduler(0, SCHED_OTHER, &sp);
+    pthread_join(t, NULL);
+    uint64_t rd1 = os_thread_run_delay_ns(), cpu1 = thread_cpu_ns();
+    /* The precondition: most of the time away was spent waiting for the
+     * CPU, and the thread ran less than the delay. */
+    if (rd0 == UINT64_MAX || rd1 - rd0 < (uint64_t)AWAY_MS / 2 * 1000000u ||
+        cpu1 - cpu0 > (uint64_t)DELAY_MS / 3 * 1000000u) {
+        fprintf(stderr, "run delay %llu ms, on the CPU %llu ms: the thread was not kept off the CPU; skipped\n",
+                (unsigned long long)((rd1 - rd0) / 1000000u), (unsigned long long)((cpu1 - cpu0) / 1000000u));
+        r->skipped = 1;
+        return NULL;
+    }
+    for (int i = 0; i < 3; i++) maintain_now();
+    r->kept_off = heap_count_kept(tls_heap);
+    r->purged_off = purged_now() - p0;
+    /* The control: the same pages, the thread asleep as long. */
+    fill_and_empty();
+    size_t p1 = purged_now();
+    usleep(AWAY_MS * 1000);
+    for (int i = 0; i < 3; i++) maintain_now();
+    r->purged_asleep = purged_now() - p1;
+    return NULL;
+}
+
+static void a_thread_kept_off_the_cpu_keeps_its_pages(void) {
+    if (os_memory_limit() != SIZE_MAX) {
+        fprintf(stderr, "under a memory limit the purge clock is the wall clock; skipped\n");
+        return;
+    }
+    cpu_set_t set;
+    sched_getaffinity(0, sizeof set, &set);
+    for (spin_cpu = 0; spin_cpu < CPU_SETSIZE && !CPU_ISSET(spin_cpu, &set); spin_cpu++) {
+    }
+    offcpu_result r = {0};
+    pthread_t t;
+    pthread_create(&t, NULL, offcpu_thread, &r);
+    pthread_join(t, NULL);
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
+    if (r.skipped) return;
+    fprintf(stderr, "kept %u pages, %u after %d ms off the CPU; purged %zu KiB off the CPU, %zu KiB asleep\n",
+            r.kept_before, r.kept_off, AWAY_MS, r.purged_off / 1024, r.purged_asleep / 1024);
+    CHECK(r.kept_before > 0);
+    CHECK(r.kept_off + 2 >= r.kept_before);   /* (pthread_create may take one for another class) */
+    CHECK(r.purged_asleep >= (size_t)NB * BS / 2);           /* the control: idle memory goes */
+    CHECK(r.purged_off * 8 <= r.purged_asleep);
+}
+
+/* ---- a phase longer than the delay ---- */
+
+/* Each round allocates NB blocks, busy for spin_us of CPU per block, so the
+ * round takes several delays to refill what the last one emptied. */
+static long round_faults(uint64_t spin_ns) {
+    long f0 = thread_minflt();
+    for (int i = 0; i < NB; i++) {
+        blocks[i] = malloc(BS);
+        memset(blocks[i], 1, BS);
+        uint64_t t = thread_cpu_ns();
+        while (thread_cpu_ns() - t < spin_ns) {
+        }
+    }
+    for (int i = 0; i < NB; i++) free(blocks[i]);
+    return thread_minflt() - f0;
+}
+
+static void *phase_thread(void *arg) {
+    long *faults = arg;
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 5);
+    /* 4 x the delay per round, in CPU time */
+    for (int r = 0; r < 4; r++) faults[r] = round_faults((uint64_t)4 * 5 * 1000000u / NB);
+    return NULL;
+}
+
+static void a_phase_longer_than_the_delay_is_not_purged(void) {
+    if (os_memory_limit() != SIZE_MAX) {
+        fprintf(stderr, "under a memory limit the purge clock is the wall clock; skipped\n");
+        return;
+    }
+    long faults[4];
+    pthread_t t;
+    pthread_create(&t, NULL, phase_thread, faults);
+    pthread_join(t, NULL);
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
+    fprintf(stderr, "page faults per round: %ld %ld %ld %ld\n", faults[0], faults[1], faults[2], faults[3]);
+    CHECK(faults[0] >= NB * BS / 4096 / 2);   /* the baseline: the first round touches its pages */
+    for (int r = 1; r < 4; r++) CHECK(faults[r] * 4 <= faults[0]);
+}
+
+/* ---- the decay after demand stops ---- */
+
+/* Kept pages all due; the heap's last demand `ago` ms back on its clock. */
+static size_t pass_with_demand_ago(uint64_t ago, uint32_t cls) {
+    heap_t *heap = tls_heap;
+    for (page_t *p = heap->queues[cls].first; p; p = p->next)
+        if (p->used == 0 && p->purge_at != 0) p->purge_at = 1;
+    size_t p0 = purged_now();
+    uint64_t t = os_now_ms();
+    while (os_now_ms() == t) {
+    }
+    heap->demand_at = heap_clock(heap) + 1 - ago;   /* (the pass's clock is a tick on) */
+    heap->purge_due = 1;
+    heap_maintain(heap);
+    return purged_now() - p0;
+}
+
+static void *decay_thread(void *arg) {
+    size_t *purged = arg;
+    /* A long delay, so the passes below see the ages set; the heap's own
+     * (pages it adopted may have raised it: heap_note_refault). */
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 2000);
+    fill_and_empty();
+    uint64_t D = (uint64_t)heap_purge_delay(tls_heap);
+    purged[0] = pass_with_demand_ago(D / 2, class_of(BS));          /* within the delay: kept */
+    purged[1] = pass_with_demand_ago(D + D / 4, class_of(BS));      /* a quarter into the decay */
+    purged[2] = pass_with_demand_ago(2 * D + 10, class_of(BS));     /* past it: all */
+    purged[3] = heap_count_kept(tls_heap);
+    return NULL;
+}
+
+static void kept_memory_decays_after_the_demand_stops(void) {
+    if (os_memory_limit() != SIZE_MAX) {
+        fprintf(stderr, "under a memory limit the headroom caps what is kept back; skipped\n");
+        return;
+    }
+    size_t purged[4];
+    pthread_t t;
+    pthread_create(&t, NULL, decay_thread, purged);
+    pthread_join(t, NULL);
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
+    fprintf(stderr, "purged %zu KiB within the delay, %zu KiB a quarter into the decay, %zu KiB after; %zu kept\n",
+            purged[0] / 1024, purged[1] / 1024, purged[2] / 1024, purged[3]);
+    size_t all = (size_t)NB * BS;
+    CHECK(purged[0] == 0);
+    CHECK(purged[1] > 0 && purged[1] * 4 < all);     /* smootherstep(1/4) = 0.10 of it */
+    CHECK(purged[1] + purged[2] >= all * 9 / 10);
+    CHECK(purged[3] <= 1);
+}
+
+int main(void) {
+    free(malloc(1));
+    RUN(a_phase_longer_than_the_delay_is_not_purged);
+    RUN(a_thread_kept_off_the_cpu_keeps_its_pages);
+    RUN(kept_memory_decays_after_the_demand_stops);
+    return check_failures != 0;
+}
