@@ -140,9 +140,11 @@ static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     void *base = NULL;
     size_t l = region_size(need);
     /* A limit (ulimit -v, sanitizers) may still refuse it: try smaller
-     * ones down to what is needed. */
+     * ones down to what is needed — in whole chunks, as the region table
+     * records lengths (a halved 12 MiB was once recorded as 4 MiB, and the
+     * blocks in its last 2 MiB were reported as invalid pointers). */
     while (!(base = os_reserve_aligned(l, align)) && l > need) {
-        l /= 2;
+        l = (l / 2) & ~SEGMENT_MASK;
         if (l < need) l = need;
     }
     /* Marked before any block in it is handed out, as free() relies on. */
@@ -449,6 +451,11 @@ static size_t cache_cap(void) {
     size_t cap = CACHE_BYTES;
     size_t room = os_memory_headroom();
     if (room != SIZE_MAX && room / 64 < cap) cap = room / 64;
+    /* Under an address-space limit (ulimit -v) cached blocks hold address
+     * space too, and other threads' caches empty only at their next large
+     * call: the same share of what is left of the limit. */
+    room = os_as_free();
+    if (room != SIZE_MAX && room / 64 < cap) cap = room / 64;
     return cap;
 }
 
@@ -508,15 +515,6 @@ static noinline void cache_renew(tcache_t *t) {
 
 static noinline tcache_t *cache_create(void) {
     if (my_cache_off || os_page_size() != CACHE_PAGE) return NULL;
-    /* No cache under an address-space limit (ulimit -v): there the tier
-     * gives reservations back when a mapping fails, and cached blocks would
-     * hold address space the program needs.  (Also: one run in about six of
-     * tests/limits' 200-thread mixed fill under ulimit saw a live block's
-     * region reported invalid with the cache on; not understood yet.) */
-    if (os_as_limit() != SIZE_MAX) {
-        my_cache_off = true;
-        return NULL;
-    }
     pthread_once(&cache_key_once, cache_key_make);
     if (cache_key == (pthread_key_t)-1) return NULL;
     pthread_mutex_lock(&cache_lock);
