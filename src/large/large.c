@@ -39,6 +39,9 @@
 #ifndef LARGE_STRIPES
 #define LARGE_STRIPES 4   /* -DLARGE_STRIPES=1 builds the single-lock tier, for comparison */
 #endif
+#ifndef LARGE_DIRTY_APART
+#define LARGE_DIRTY_APART 1   /* -DLARGE_DIRTY_APART=0: freed blocks coalesce at once, for comparison */
+#endif
 #define LARGE_REGION ((size_t)16 << 30)       /* address space per reservation */
 #define LARGE_COMMIT_STEP ((size_t)64 << 20)  /* commit ahead of the high-water mark */
 #define LARGE_MAX_REGIONS 1024
@@ -251,6 +254,13 @@ static size_t cache_limit(const stripe_t *s) {
     size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
     size_t room = os_memory_headroom();
     if (room != SIZE_MAX && (room + dirty) / 4 < all) all = (room + dirty) / 4;
+    /* The arenas count dirty bytes as address span (a freed block may
+     * have been touched anywhere), but what the budget bounds is resident
+     * bytes, and those are at most the process's resident set: while all
+     * of it fits in the budget, no dirty block is purged for room, only
+     * for age.  (Read every 10 ms: what a program frees in between may
+     * overshoot until the next reading.) */
+    if (rss && rss <= all) return SIZE_MAX;
     size_t others = dirty - s->dirty_seen;
     return others < all ? all - others : 0;
 }
@@ -266,10 +276,27 @@ static long purge_delay(void) {
     return d <= 0 ? d : opt(STRATA_OPTION_LARGE_PURGE_DELAY_MS);
 }
 
+/* Whether freed blocks are kept apart while dirty (arena_config's
+ * dirty_apart): when the process's resident set is less than half the
+ * address span of the tier's used and dirty blocks, blocks are touched in
+ * part (sparse arrays, buffers bigger than what they hold), and a block
+ * carved from coalesced free space would inherit the resident pages of the
+ * many blocks that were there before it — pages nobody touches again, that
+ * the budget no longer sees.  When blocks are touched in full, those pages
+ * are the ones the next block writes anyway, and coalescing at once lets a
+ * slightly bigger request reuse them (buffers of a new batch shape). */
+static bool touched_in_part(void) {
+    size_t span = atomic_load_explicit(&used_total, memory_order_relaxed) +
+                  atomic_load_explicit(&dirty_total, memory_order_relaxed);
+    size_t rss = os_rss_recent();
+    return rss && rss < span / 2;
+}
+
 /* Options and the memory headroom change at run time; the arena follows. */
 static void stripe_refresh(stripe_t *s) {
     s->arena.cfg.purge_delay_ms = purge_delay();
     s->arena.cfg.dirty_limit = cache_limit(s);
+    s->arena.cfg.dirty_apart = LARGE_DIRTY_APART && !s->arena.cfg.first_fit && touched_in_part();
 }
 
 static void stripe_lock(stripe_t *s) {
@@ -293,7 +320,8 @@ static void stripe_lock(stripe_t *s) {
                             .page = os_page_size(),
                             .purge_delay_ms = purge_delay(),
                             .dirty_limit = SIZE_MAX,
-                            .first_fit = opt(STRATA_OPTION_LARGE_FIT) == STRATA_LARGE_FIT_FIRST};
+                            .first_fit = opt(STRATA_OPTION_LARGE_FIT) == STRATA_LARGE_FIT_FIRST,
+                            .dirty_apart = LARGE_DIRTY_APART};
         if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
 
         atomic_store_explicit(&s->ready, true, memory_order_release);
