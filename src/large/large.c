@@ -352,14 +352,35 @@ static stripe_t *my_home(void) {
     return &stripes[my_stripe];
 }
 
+/* The slot this thread found last, its word then, and that word's range
+ * decoded: a thread's large blocks mostly come from one reservation, so
+ * the next lookup is a range check and one load (the slot still holds that
+ * word) instead of a scan.  A slot emptied and filled again with the same
+ * word holds the same range: still right. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    uintptr_t base;
+    size_t len;
+    uint64_t word;
+    int slot;
+} my_region;
+
 /* The reservation slot holding p, or -1; *w gets its word. */
 static inline int slot_of(const void *p, uint64_t *w) {
     uintptr_t a = (uintptr_t)p;
+    if (a - my_region.base < my_region.len &&
+        atomic_load_explicit(&regions[my_region.slot].word, memory_order_acquire) == my_region.word) {
+        *w = my_region.word;
+        return my_region.slot;
+    }
     size_t n = atomic_load_explicit(&region_count, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
         uint64_t x = atomic_load_explicit(&regions[i].word, memory_order_acquire);
         if (x && a - region_base(x) < region_len(x)) {
             *w = x;
+            my_region.base = region_base(x);
+            my_region.len = region_len(x);
+            my_region.word = x;
+            my_region.slot = (int)i;
             return (int)i;
         }
     }
