@@ -846,6 +846,13 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
         _Atomic(uint8_t) *e = slot < 0 ? NULL : cls_entry(slot, w, p);
         if (e) atomic_store_explicit(e, (uint8_t)cls, memory_order_relaxed);
     }
+    /* A dirty block a little bigger than asked was handed out whole (see
+     * arena_config's dirty_apart): the pages past the request may be the
+     * last ones its previous occupants wrote, which this one will not
+     * touch; left there, they pile up block after block.  Given back now:
+     * one call, and the request's own pages keep what they held. */
+    size_t want = (size + os_page_size() - 1) & ~(os_page_size() - 1);
+    if (!clean && !LARGE_GUARDED && usable > want) os_purge((uint8_t *)p + want, usable - want);
     large_place(p, size, node);
     if (zero && !clean) {
         if (size <= LARGE_MEMSET_MAX) memset(p, 0, size);
