@@ -840,6 +840,15 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
         usable = (size_t)(guard_of(p, usable) - (uint8_t *)p);
         size = usable;
     }
+    /* The cache takes blocks of exactly their class size: one handed out
+     * whole and bigger (a dirty block, arena_config's dirty_apart) is cut
+     * to it, once (its next uses are the cache's). */
+    if (cls && usable != size) {
+        stripe_t *s = owner_of(p);
+        stripe_lock(s);
+        if (!arena_resize(&s->arena, p, size, &usable) || usable != size) cls = 0;
+        stripe_unlock(s);
+    }
     if (cls) {
         uint64_t w;
         int slot = slot_of(p, &w);

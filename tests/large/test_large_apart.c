@@ -4,7 +4,8 @@
  * next request of about its size gets it back (its resident pages, not
  * fresh ones), and when it is handed out whole for a request up to 1/8
  * smaller, the pages past the request are given back, so the pages old
- * occupants wrote there do not pile up in live blocks.  Then blocks
+ * occupants wrote there do not pile up in live blocks; a request of a
+ * thread-cache class served that way is cut to its class.  Then blocks
  * touched in full: the tier coalesces again, and a freed pair of
  * neighbours serves a request bigger than either without new pages.
  * Linked with the static library (large.h).
@@ -64,6 +65,24 @@ int main(void) {
         return 1;
     }
     strata_free(b);
+
+    /* A request of a thread-cache class served whole from a bigger dirty
+     * block is cut to its class, so that it can be cached when freed. */
+    char *d = strata_malloc(282 * PAGE);   /* above the cache's classes */
+    char *guard2 = strata_malloc(8 * MiB);
+    CHECK(d && guard2);
+    d[0] = 1;
+    strata_free(d);
+    char *c = strata_malloc(1 * MiB);
+    CHECK(c == d && strata_malloc_usable_size(c) == 1 * MiB);
+    large_stats_t s0, s1;
+    large_stats_get(&s0);
+    strata_free(c);
+    char *c2 = strata_malloc(1 * MiB);
+    large_stats_get(&s1);
+    CHECK(c2 == c && s1.cache_hits == s0.cache_hits + 1);
+    strata_free(c2);
+    strata_free(guard2);
     strata_free(guard);
     for (int i = 0; i < SPARSE; i++) strata_free(sparse[i]);
     strata_release();
