@@ -31,6 +31,10 @@ struct ablock_s {
     uintptr_t dlo, dhi;
     bool free, on_dirty;
     bool in_dirty_tree;     /* dirty_apart: in a->dirty_by_size, not a->by_size */
+    /* What the caller said its last occupant asked for ends here
+     * (arena_swap_reach); 0: not said.  A hint, never a bound on what
+     * is dirty.  Kept while the block stays whole, free or used. */
+    uintptr_t reach;
 };
 
 /* ---- Metadata pool: fixed-size units carved from meta_map chunks ------- */
@@ -338,6 +342,7 @@ static ablock *join_for(arena_t *a, size_t size) {
                 set_size(a, first, first->size + grow);
             }
             set_extent(a, first, lo, hi);   /* not empty: d is dirty */
+            first->reach = 0;
             first->freed_ms = now_ms(a);     /* the list's age order (it is taken at once) */
             dirty_insert_after(a, a->dirty_tail, first);
             size_insert_in(a, first, true);
@@ -587,6 +592,7 @@ static ablock *coalesce_clean(arena_t *a, ablock *b) {
         b = p;
     }
     set_extent(a, b, lo, hi);
+    b->reach = 0;
     size_insert_in(a, b, false);
     return b;
 }
@@ -630,6 +636,7 @@ static void free_block(arena_t *a, ablock *b) {
     }
     set_extent(a, b, lo, hi);
     b->freed_ms = now_ms(a);
+    b->reach = 0;   /* merged, or coalescing: no longer one occupant's block */
     size_insert(a, b);
     if (a->ops.purge) {
         dirty_insert_after(a, a->dirty_tail, b);
@@ -658,6 +665,14 @@ int arena_free(arena_t *a, void *p, size_t *size) {
     return ARENA_OK;
 }
 
+uintptr_t arena_swap_reach(arena_t *a, void *p, uintptr_t reach) {
+    ablock *b = find_block(a, p);
+    if (!b || b->free) return 0;
+    uintptr_t old = b->reach;
+    b->reach = reach;
+    return old;
+}
+
 size_t arena_usable(arena_t *a, const void *p) {
     ablock *b = find_block(a, p);
     return (b && !b->free) ? b->size : 0;
@@ -666,6 +681,7 @@ size_t arena_usable(arena_t *a, const void *p) {
 bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable) {
     ablock *b = find_block(a, p);
     if (!b || b->free) return false;
+    b->reach = 0;
     if (size == 0) size = 1;
     size_t rounded = align_up(size, a->cfg.granule);
     if (rounded < size) return false;

@@ -123,6 +123,11 @@ void *arena_alloc_nogrow(arena_t *a, size_t size, size_t align, size_t *usable, 
  * ARENA_DOUBLE_FREE (p lies in free space).  *size (if not NULL) gets the
  * freed block's size. */
 int arena_free(arena_t *a, void *p, size_t *size);
+/* The used block at p: records that its occupant asked for bytes up to
+ * reach, and returns what the previous occupant of the same whole block
+ * said (0: none, or the block was cut or merged since).  A hint for the
+ * caller's purging; the engine's idea of dirty memory does not use it. */
+uintptr_t arena_swap_reach(arena_t *a, void *p, uintptr_t reach);
 /* Block size of the used block starting at p, or 0. */
 size_t arena_usable(arena_t *a, const void *p);
 /* Resizes the used block at p in place (shrinks, or grows into a free next

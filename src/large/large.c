@@ -861,7 +861,19 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
      * touch; left there, they pile up block after block.  Given back now:
      * one call, and the request's own pages keep what they held. */
     size_t want = (size + os_page_size() - 1) & ~(os_page_size() - 1);
-    if (!clean && !LARGE_GUARDED && usable > want) os_purge((uint8_t *)p + want, usable - want);
+    if (!clean && !LARGE_GUARDED && usable > want) {
+        /* Only as far as the previous occupant asked for, when it was
+         * handed out this way too (it said so: arena_swap_reach); further
+         * on, nothing was written since the last purge but by a program
+         * that used its usable size (then the pages just stay). */
+        uintptr_t from = (uintptr_t)p + want, to = (uintptr_t)p + usable;
+        stripe_t *s = owner_of(p);
+        stripe_lock(s);
+        uintptr_t before = arena_swap_reach(&s->arena, p, from);
+        stripe_unlock(s);
+        if (before && before < to) to = before;
+        if (to > from) os_purge((void *)from, to - from);
+    }
     large_place(p, size, node);
     if (zero && !clean) {
         if (size <= LARGE_MEMSET_MAX) memset(p, 0, size);

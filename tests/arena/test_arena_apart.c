@@ -67,6 +67,17 @@ static void test_kept_apart(void) {
     CHECK(arena_free(&a, w, NULL) == ARENA_OK);
     CHECK(arena_free(&a, z, NULL) == ARENA_OK);
     CHECK_ARENA(&a);
+    /* The reach hint: kept with a whole block, forgotten when it is cut. */
+    w = alloc(&a, 16 * K, NULL);
+    CHECK(arena_swap_reach(&a, w, (uintptr_t)w + 5 * K) == 0);
+    CHECK(arena_swap_reach(&a, w, (uintptr_t)w + 6 * K) == (uintptr_t)w + 5 * K);
+    CHECK(arena_free(&a, w, NULL) == ARENA_OK);
+    char *v = alloc(&a, 15 * K, NULL);   /* the same block, whole */
+    CHECK(v == w && arena_swap_reach(&a, v, (uintptr_t)v + 15 * K) == (uintptr_t)w + 6 * K);
+    size_t vu = 0;
+    CHECK(arena_resize(&a, v, 8 * K, &vu) && arena_swap_reach(&a, v, 0) == 0);
+    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
+    CHECK_ARENA(&a);
     /* Purged (by age), everything joins again: one clean block. */
     e.now += 1000;
     arena_collect(&a);

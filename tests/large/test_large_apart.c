@@ -4,7 +4,8 @@
  * next request of about its size gets it back (its resident pages, not
  * fresh ones), and when it is handed out whole for a request up to 1/8
  * smaller, the pages past the request are given back, so the pages old
- * occupants wrote there do not pile up in live blocks; a request of a
+ * occupants wrote there do not pile up in live blocks (as far as the
+ * previous such occupant asked for: a hint the arena keeps); a request of a
  * thread-cache class served that way is cut to its class.  Then blocks
  * touched in full: the tier coalesces again, and a freed pair of
  * neighbours serves a request bigger than either without new pages.
@@ -64,7 +65,17 @@ int main(void) {
         fprintf(stderr, "large tier: %s\n", why);
         return 1;
     }
+    /* Written through its usable size, freed, and handed out whole again
+     * for a still smaller request: only what the previous occupant asked
+     * for is given back (the tier keeps that as a hint), not the rest. */
+    memset(b, 5, 8 * MiB);
     strata_free(b);
+    size_t want2 = 8 * MiB - 512 * 1024;
+    char *b2 = strata_malloc(want2);
+    CHECK(b2 == b);
+    CHECK(resident_pages(b2 + want2, want - want2) == 0);
+    CHECK(resident_pages(b2 + want, 8 * MiB - want) == (8 * MiB - want) / PAGE);
+    strata_free(b2);
 
     /* A request of a thread-cache class served whole from a bigger dirty
      * block is cut to its class, so that it can be cached when freed. */
