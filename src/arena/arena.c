@@ -30,6 +30,11 @@ struct ablock_s {
      * dirty byte count and purges cover only what was really used. */
     uintptr_t dlo, dhi;
     bool free, on_dirty;
+    bool in_dirty_tree;     /* dirty_apart: in a->dirty_by_size, not a->by_size */
+    /* What the caller said its last occupant asked for ends here
+     * (arena_swap_reach); 0: not said.  A hint, never a bound on what
+     * is dirty.  Kept while the block stays whole, free or used. */
+    uintptr_t reach;
 };
 
 /* ---- Metadata pool: fixed-size units carved from meta_map chunks ------- */
@@ -102,9 +107,20 @@ static int addr_reserve(arena_t *a, size_t n) {
     return addrmap_reserve(&a->by_addr, n, a->ops.meta_map, a->ops.meta_unmap, a->ops.ctx);
 }
 
-static void size_insert(arena_t *a, ablock *b) {
+/* A free block goes to the dirty tree if the arena keeps dirty blocks
+ * apart and it is dirty (on the dirty list) when inserted; it stays in
+ * that tree until removed (size_remove). */
+static void size_insert_in(arena_t *a, ablock *b, bool dirty_tree) {
     tree_node_init(&b->by_size, b->size, b->addr);
-    tree_insert(&a->by_size, &b->by_size);
+    b->in_dirty_tree = dirty_tree;
+    tree_insert(dirty_tree ? &a->dirty_by_size : &a->by_size, &b->by_size);
+}
+
+static void size_insert(arena_t *a, ablock *b) { size_insert_in(a, b, a->cfg.dirty_apart && b->on_dirty); }
+
+static void size_remove(arena_t *a, ablock *b) {
+    tree_remove(b->in_dirty_tree ? &a->dirty_by_size : &a->by_size, &b->by_size);
+    b->in_dirty_tree = false;
 }
 
 /* The dirty list keeps free order: a block enters at the tail when freed,
@@ -176,14 +192,21 @@ static void count_block(arena_t *a, ablock *b, int sign) {
  * the list.  It reads as zero afterwards only if no partial page was left
  * at either end; otherwise it keeps its extent (for zeroing) but is not
  * purged again. */
+static ablock *coalesce_clean(arena_t *a, ablock *b);
+static bool maybe_give_back(arena_t *a, ablock *b);
+
 static size_t purge_block(arena_t *a, ablock *b) {
     uintptr_t lo = align_up(b->dlo, a->cfg.page), hi = align_down(b->dhi, a->cfg.page);
     size_t done = 0;
     if (hi > lo && a->ops.purge((void *)lo, hi - lo, a->ops.ctx) == 0) done = hi - lo;
     bool exact = done && lo == b->dlo && hi == b->dhi;
+    bool apart = b->in_dirty_tree;
+    if (apart) size_remove(a, b);
     dirty_remove(a, b);
     if (exact) set_extent(a, b, 0, 0);
     a->st.purged += done;
+    /* Clean now: it joins its clean neighbours (and may empty its range). */
+    if (apart) maybe_give_back(a, coalesce_clean(a, b));
     return done;
 }
 
@@ -205,6 +228,7 @@ int arena_init(arena_t *a, const arena_ops *ops, const arena_config *cfg) {
     if (a->cfg.min_split < a->cfg.granule) a->cfg.min_split = a->cfg.granule;
     if (!a->cfg.page) a->cfg.page = a->cfg.granule;
     if (!a->ops.purge) a->cfg.purge_delay_ms = -1;
+    if (!a->ops.purge || a->cfg.first_fit) a->cfg.dirty_apart = false;
     if (!a->cfg.dirty_limit) a->cfg.dirty_limit = SIZE_MAX;
     return 0;
 }
@@ -268,13 +292,86 @@ static bool fits(const ablock *b, size_t size, size_t align) {
     return b->size - (x - b->addr) >= size;
 }
 
+static ablock *fit_in(arena_t *a, tnode *root, size_t size, size_t align);
+static bool mergeable(const ablock *b, const ablock *n);
+static void drop_free_block(arena_t *a, ablock *n);
+
+/* dirty_apart, no dirty block big enough: the biggest few dirty blocks
+ * are tried with their free neighbours (dirty or clean) on either side;
+ * the first run of free blocks that holds size bytes becomes one dirty
+ * block (in the dirty tree), so a request a little bigger than a freed
+ * block (a buffer grown by a few percent, a tensor of a new batch shape)
+ * reuses that block's resident pages instead of faulting in new ones.
+ * Coalescing is delayed to here (as jemalloc delays it for its dirty
+ * extents): a block made of many freed ones would carry their resident
+ * pages into whatever is carved from it. */
+#define JOIN_CANDIDATES 4
+#define DIRTY_MAX_FIT 64
+#define JOIN_REACH 8
+static ablock *join_for(arena_t *a, size_t size) {
+    tnode *t = tree_floor(a->dirty_by_size, size, 0);
+    for (int i = 0; t && i < JOIN_CANDIDATES; i++) {
+        ablock *d = BLOCK_OF(t, by_size);
+        ablock *first = d, *last = d;
+        size_t total = d->size;
+        for (int k = 0; total < size && k < JOIN_REACH; k++) {
+            ablock *n = last->next, *p = first->prev;
+            if (mergeable(last, n)) {
+                last = n;
+                total += n->size;
+            } else if (mergeable(first, p)) {
+                first = p;
+                total += p->size;
+            } else {
+                break;
+            }
+        }
+        if (total >= size) {
+            uintptr_t lo = 0, hi = 0;
+            for (ablock *x = first;; x = x->next) {
+                extent_hull(x, &lo, &hi);
+                if (x == last) break;
+            }
+            size_remove(a, first);
+            dirty_remove(a, first);
+            ablock *stop = last->next;
+            while (first->next != stop) {
+                ablock *n = first->next;
+                size_t grow = n->size;
+                drop_free_block(a, n);
+                set_size(a, first, first->size + grow);
+            }
+            set_extent(a, first, lo, hi);   /* not empty: d is dirty */
+            first->reach = 0;
+            first->freed_ms = now_ms(a);     /* the list's age order (it is taken at once) */
+            dirty_insert_after(a, a->dirty_tail, first);
+            size_insert_in(a, first, true);
+            return first;
+        }
+        t = tree_floor(a->dirty_by_size, d->size, d->addr - 1);
+    }
+    return NULL;
+}
+
 static ablock *find_fit(arena_t *a, size_t size, size_t align) {
     if (a->cfg.first_fit) {
         for (ablock *b = a->head; b; b = b->next)
             if (b->free && fits(b, size, align)) return b;
         return NULL;
     }
-    tnode *t = tree_lower_bound(a->by_size, size, 0);
+    if (!a->dirty_by_size) return fit_in(a, a->by_size, size, align);
+    /* Dirty blocks first: their pages are resident already — but not a
+     * crumb of a far bigger one (as jemalloc's lg_extent_max_active_fit):
+     * that would cut up a big freed buffer the next big request needs. */
+    ablock *b = fit_in(a, a->dirty_by_size, size, align);
+    if (b && b->size / DIRTY_MAX_FIT > size) b = NULL;
+    if (!b && align <= a->cfg.granule) b = join_for(a, size);
+    return b ? b : fit_in(a, a->by_size, size, align);
+}
+
+/* Best fit in one tree (by size, then address). */
+static ablock *fit_in(arena_t *a, tnode *root, size_t size, size_t align) {
+    tnode *t = tree_lower_bound(root, size, 0);
     if (align <= a->cfg.granule) return t ? BLOCK_OF(t, by_size) : NULL;
     /* Aligned: the best few candidates by size may already have an aligned
      * start; otherwise a block with room for the worst padding surely fits;
@@ -283,15 +380,15 @@ static ablock *find_fit(arena_t *a, size_t size, size_t align) {
     for (int i = 0; t && i < 16; i++) {
         ablock *b = BLOCK_OF(t, by_size);
         if (fits(b, size, align)) return b;
-        t = tree_lower_bound(a->by_size, b->size, b->addr + 1);
+        t = tree_lower_bound(root, b->size, b->addr + 1);
     }
     size_t worst = size + (align - a->cfg.granule);
-    tnode *w = worst >= size ? tree_lower_bound(a->by_size, worst, 0) : NULL;
+    tnode *w = worst >= size ? tree_lower_bound(root, worst, 0) : NULL;
     if (w) return BLOCK_OF(w, by_size);
     while (t) {
         ablock *b = BLOCK_OF(t, by_size);
         if (fits(b, size, align)) return b;
-        t = tree_lower_bound(a->by_size, b->size, b->addr + 1);
+        t = tree_lower_bound(root, b->size, b->addr + 1);
     }
     return NULL;
 }
@@ -337,6 +434,15 @@ static ablock *split_off(arena_t *a, ablock *b, ablock *n, uintptr_t addr, size_
 
 static void free_block(arena_t *a, ablock *b);
 
+/* A free part cut from a block being allocated goes back: from a clean
+ * block (maximal, so its neighbours are used or dirty) as usual; from one
+ * of the dirty tree (whose neighbours may be anything) into the dirty
+ * tree if dirty, else it joins its clean neighbours. */
+static void reinsert_part(arena_t *a, ablock *b, bool from_dirty) {
+    if (b->on_dirty && (from_dirty || a->cfg.dirty_apart)) size_insert_in(a, b, true);
+    else coalesce_clean(a, b);
+}
+
 static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean, bool may_grow) {
     if (!is_pow2(align)) return NULL;
     if (align < a->cfg.granule) align = a->cfg.granule;
@@ -368,19 +474,27 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
         return NULL;
     }
     uintptr_t x = align_up(b->addr, align);
-    tree_remove(&a->by_size, &b->by_size);
+    /* A dirty block at most an eighth bigger than asked is taken whole:
+     * cut, it would leave a dirty sliver as a block of its own (they do
+     * not merge until purged), and slivers pile up in the tree.  So as the
+     * dirty blocks grow in number, more requests take one whole. */
+    bool from_dirty = b->in_dirty_tree;
+    ablock *pad = NULL, *cut = NULL;   /* the free parts cut off, put back once b is used */
+    size_t split_min = a->cfg.min_split;
+    if (from_dirty && size / 8 > split_min) split_min = size / 8;
+    size_remove(a, b);
     if (x > b->addr) {
         /* The padding in front stays free (b keeps it); the rest is new. */
         ablock *rest = split_off(a, b, n1, x, block_end(b) - x);
         set_size(a, b, x - b->addr);
-        size_insert(a, b);
+        pad = b;
         b = rest;
         n1 = NULL;
     }
-    if (b->size - size >= a->cfg.min_split) {
+    if (b->size - size >= split_min) {
         ablock *tail = split_off(a, b, n2, b->addr + size, b->size - size);
         set_size(a, b, size);
-        size_insert(a, tail);
+        cut = tail;
         n2 = NULL;
     }
     if (n1) unit_put(a, n1);
@@ -391,6 +505,8 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
     count_block(a, b, -1);
     b->free = false;
     count_block(a, b, +1);
+    if (pad) reinsert_part(a, pad, from_dirty);
+    if (cut) reinsert_part(a, cut, from_dirty);
     a->st.allocs++;
     if (a->ops.commit && ensure_commit(a, b) != 0) {
         free_block(a, b);
@@ -417,7 +533,7 @@ static bool mergeable(const ablock *b, const ablock *n) {
 
 /* Removes n (free, following or preceding its merge partner) from everything. */
 static void drop_free_block(arena_t *a, ablock *n) {
-    tree_remove(&a->by_size, &n->by_size);
+    size_remove(a, n);
     dirty_remove(a, n);
     addr_remove(a, n);
     list_remove(a, n);
@@ -441,25 +557,75 @@ static size_t give_back(arena_t *a, aregion *r, ablock *b) {
     return len;
 }
 
-/* b is a used block in the list and the address tree. */
-static void free_block(arena_t *a, ablock *b) {
-    count_block(a, b, -1);
-    b->free = true;
-    count_block(a, b, +1);
-    /* The freed block may have been written anywhere; neighbours bring theirs. */
-    uintptr_t lo = b->addr, hi = block_end(b);
+/* Gives b's range back if b is all of it and the ops want it now. */
+static bool maybe_give_back(arena_t *a, ablock *b) {
+    aregion *r = b->region;
+    if (r->grown && a->ops.shrink && a->ops.release_when_free && b->addr == r->base && block_end(b) == r->end &&
+        a->ops.release_when_free((void *)r->base, r->end - r->base, a->ops.ctx)) {
+        give_back(a, r, b);
+        return true;
+    }
+    return false;
+}
+
+/* dirty_apart: b, free and clean, in no tree, merges with its clean free
+ * neighbours (dirty ones stay apart) and enters the tree. */
+static ablock *coalesce_clean(arena_t *a, ablock *b) {
+    uintptr_t lo = b->dlo, hi = b->dhi;
     ablock *n = b->next;
-    if (mergeable(b, n)) {
+    if (mergeable(b, n) && !n->in_dirty_tree) {
         size_t grow = n->size;
         extent_hull(n, &lo, &hi);
         drop_free_block(a, n);
         set_size(a, b, b->size + grow);
     }
     ablock *p = b->prev;
-    if (mergeable(b, p)) {
+    if (mergeable(b, p) && !p->in_dirty_tree) {
         size_t grow = b->size;
         extent_hull(p, &lo, &hi);
-        tree_remove(&a->by_size, &p->by_size);
+        size_remove(a, p);
+        addr_remove(a, b);
+        list_remove(a, b);
+        count_block(a, b, -1);
+        unit_put(a, b);
+        set_size(a, p, p->size + grow);
+        b = p;
+    }
+    set_extent(a, b, lo, hi);
+    b->reach = 0;
+    size_insert_in(a, b, false);
+    return b;
+}
+
+/* b is a used block in the list and the address tree. */
+static void free_block(arena_t *a, ablock *b) {
+    count_block(a, b, -1);
+    b->free = true;
+    count_block(a, b, +1);
+    if (a->cfg.dirty_apart) {
+        /* Alone until purged or needed (join_for): the whole block may be
+         * resident. */
+        set_extent(a, b, b->addr, block_end(b));
+        b->freed_ms = now_ms(a);
+        dirty_insert_after(a, a->dirty_tail, b);
+        size_insert(a, b);
+        if (!maybe_give_back(a, b)) enforce_dirty_limit(a);
+        return;
+    }
+    /* The freed block may have been written anywhere; neighbours bring
+     * theirs.  Runs, not one block a side: blocks kept apart earlier (the
+     * mode changes at run time) lie next to each other and to clean ones. */
+    uintptr_t lo = b->addr, hi = block_end(b);
+    for (ablock *n = b->next; mergeable(b, n); n = b->next) {
+        size_t grow = n->size;
+        extent_hull(n, &lo, &hi);
+        drop_free_block(a, n);
+        set_size(a, b, b->size + grow);
+    }
+    for (ablock *p = b->prev; mergeable(b, p); p = b->prev) {
+        size_t grow = b->size;
+        extent_hull(p, &lo, &hi);
+        size_remove(a, p);
         dirty_remove(a, p);
         addr_remove(a, b);
         list_remove(a, b);
@@ -470,15 +636,13 @@ static void free_block(arena_t *a, ablock *b) {
     }
     set_extent(a, b, lo, hi);
     b->freed_ms = now_ms(a);
+    b->reach = 0;   /* merged, or coalescing: no longer one occupant's block */
     size_insert(a, b);
     if (a->ops.purge) {
         dirty_insert_after(a, a->dirty_tail, b);
         enforce_dirty_limit(a);
     }
-    aregion *r = b->region;
-    if (r->grown && a->ops.shrink && a->ops.release_when_free && b->addr == r->base && block_end(b) == r->end &&
-        a->ops.release_when_free((void *)r->base, r->end - r->base, a->ops.ctx))
-        give_back(a, r, b);
+    maybe_give_back(a, b);
 }
 
 static ablock *find_block(const arena_t *a, const void *p) {
@@ -501,6 +665,14 @@ int arena_free(arena_t *a, void *p, size_t *size) {
     return ARENA_OK;
 }
 
+uintptr_t arena_swap_reach(arena_t *a, void *p, uintptr_t reach) {
+    ablock *b = find_block(a, p);
+    if (!b || b->free) return 0;
+    uintptr_t old = b->reach;
+    b->reach = reach;
+    return old;
+}
+
 size_t arena_usable(arena_t *a, const void *p) {
     ablock *b = find_block(a, p);
     return (b && !b->free) ? b->size : 0;
@@ -509,6 +681,7 @@ size_t arena_usable(arena_t *a, const void *p) {
 bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable) {
     ablock *b = find_block(a, p);
     if (!b || b->free) return false;
+    b->reach = 0;
     if (size == 0) size = 1;
     size_t rounded = align_up(size, a->cfg.granule);
     if (rounded < size) return false;
@@ -544,12 +717,14 @@ bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable) {
     if (take == n->size) {
         drop_free_block(a, n);
     } else {
-        tree_remove(&a->by_size, &n->by_size);
+        bool dirty_tree = n->in_dirty_tree;
+        size_remove(a, n);
         addr_remove(a, n);
         n->addr += take;
         set_size(a, n, n->size - take);
         addr_insert(a, n);
-        size_insert(a, n);
+        if (dirty_tree && n->on_dirty) size_insert_in(a, n, true);
+        else coalesce_clean(a, n);
     }
     set_size(a, b, b->size + take);
     if (usable) *usable = b->size;
@@ -586,9 +761,11 @@ size_t arena_release(arena_t *a) {
 
 void arena_get_stats(const arena_t *a, arena_stats *out) {
     *out = a->st;
-    tnode *t = a->by_size;
-    while (t && t->right) t = t->right;
-    out->largest_free = t ? t->k1 : 0;
+    out->largest_free = 0;
+    for (tnode *t = a->by_size, *d = a->dirty_by_size; t || d; t = d, d = NULL) {
+        while (t && t->right) t = t->right;
+        if (t && t->k1 > out->largest_free) out->largest_free = t->k1;
+    }
 }
 
 void arena_walk(const arena_t *a, void (*fn)(void *, size_t, bool, void *), void *arg) {
@@ -611,14 +788,16 @@ const char *arena_check(const arena_t *a) {
             if (b->addr != r->base) return "range: does not start with a block";
         } else {
             if (block_end(prev) != b->addr) return "list: gap or overlap between blocks";
-            if (prev->free && b->free) return "coalesce: two adjacent free blocks";
+            if (prev->free && b->free && !prev->in_dirty_tree && !b->in_dirty_tree)
+                return "coalesce: two adjacent free blocks (neither kept apart as dirty)";
         }
         if ((!b->next || b->next->region != r) && block_end(b) != r->end) return "range: does not end with a block";
         if (find_block(a, (void *)b->addr) != b) return "address map: block missing";
         if (b->free) {
             nfree++;
             bfree += b->size;
-            tnode *t = tree_find(a->by_size, b->size, b->addr);
+            if (b->in_dirty_tree && !b->on_dirty) return "size tree: a clean block in the dirty tree";
+            tnode *t = tree_find(b->in_dirty_tree ? a->dirty_by_size : a->by_size, b->size, b->addr);
             if (t != &b->by_size) return "size tree: free block missing";
         } else {
             nused++;
@@ -630,7 +809,8 @@ const char *arena_check(const arena_t *a) {
     if (prev != a->tail) return "list: tail";
     if (nfree != a->st.free_blocks || bfree != a->st.free_bytes) return "counters: free";
     if (nused != a->st.used_blocks || bused != a->st.used_bytes) return "counters: used";
-    if (tree_count(a->by_size) != nfree) return "size tree: count";
+    if (tree_count(a->by_size) + tree_count(a->dirty_by_size) != nfree) return "size tree: count";
+    if (tree_check(a->dirty_by_size)) return "dirty size tree: order or heap broken";
     if (a->by_addr.count != nfree + nused) return "address map: count";
     if (tree_check(a->by_size)) return "size tree: order or heap broken";
     const ablock *dp = NULL;

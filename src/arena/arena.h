@@ -13,7 +13,8 @@
  * (it was used since it was last purged); a clean block reads as zero.
  * Dirty blocks sit on a list in the order they were freed; collect purges
  * those idle longer than the purge delay, and the oldest ones beyond the
- * dirty limit at once.
+ * dirty limit at once.  With cfg.dirty_apart, dirty blocks are neither
+ * coalesced nor mixed with clean ones until purged (see arena_config).
  *
  * The engine is single-threaded: callers serialise with their own lock.
  */
@@ -58,6 +59,18 @@ typedef struct arena_config_s {
     long purge_delay_ms;   /* idle time before a dirty block is purged; -1 never */
     size_t dirty_limit;    /* dirty free bytes kept at most (SIZE_MAX: no limit) */
     bool first_fit;        /* ablation: first fit by address instead of best fit */
+    /* Dirty free blocks are kept apart until purged (as jemalloc keeps its
+     * dirty extents): a freed block merges with no neighbour and sits in a
+     * size tree of its own; allocation takes the best dirty fit first
+     * (whole if at most 1/8 bigger; never one over 64x the request), else
+     * joins the biggest few dirty blocks with their free neighbours, else
+     * the best clean fit; once purged a block merges with its clean
+     * neighbours.  So a new block does not inherit the resident pages of
+     * every block that was there before it, and one that replaces a freed
+     * block starts on that block's resident first page.  May change
+     * between calls (frees then coalesce whole runs again).  Needs purge;
+     * ignored with first_fit. */
+    bool dirty_apart;
 } arena_config;
 
 typedef struct ablock_s ablock;
@@ -78,7 +91,8 @@ typedef struct arena_s {
     arena_ops ops;
     arena_config cfg;
     ablock *head, *tail;            /* every block, by address */
-    tnode *by_size;                 /* free blocks by (size, address) */
+    tnode *by_size;                 /* free blocks by (size, address); with dirty_apart, the clean ones */
+    tnode *dirty_by_size;           /* dirty_apart: the dirty free blocks by (size, address) */
     addrmap by_addr;                /* every block by start address */
     ablock *dirty_head, *dirty_tail;/* dirty free blocks, oldest first */
     aregion *regions;
@@ -109,6 +123,11 @@ void *arena_alloc_nogrow(arena_t *a, size_t size, size_t align, size_t *usable, 
  * ARENA_DOUBLE_FREE (p lies in free space).  *size (if not NULL) gets the
  * freed block's size. */
 int arena_free(arena_t *a, void *p, size_t *size);
+/* The used block at p: records that its occupant asked for bytes up to
+ * reach, and returns what the previous occupant of the same whole block
+ * said (0: none, or the block was cut or merged since).  A hint for the
+ * caller's purging; the engine's idea of dirty memory does not use it. */
+uintptr_t arena_swap_reach(arena_t *a, void *p, uintptr_t reach);
 /* Block size of the used block starting at p, or 0. */
 size_t arena_usable(arena_t *a, const void *p);
 /* Resizes the used block at p in place (shrinks, or grows into a free next

@@ -26,14 +26,16 @@ static inline void *page_pop(heap_t *heap, page_t *page, size_t size, bool zero)
     return b;
 }
 
+static noinline void *malloc_large(heap_t *heap, size_t size);
+
 /* The fast path: one load for the page (by size up to 1 KiB, by class up
- * to 128 KiB), one for the block. */
+ * to 128 KiB), one for the block; above, straight to the large tier. */
 void *strata_malloc(size_t size) {
     heap_t *heap = tls_heap;
     page_t *page;
     if (likely(size <= DIRECT_MAX)) page = heap->direct[(size + 7) >> 3];
     else if (likely(size <= CLASS_MAX_SIZE)) page = heap->class_page[class_of(size)];
-    else return strata_malloc_generic(heap, size, false);
+    else return malloc_large(heap, size);   /* (a tail call: this path keeps no frame) */
     if (likely(page->free != NULL)) return page_pop(heap, page, size, false);
     return strata_malloc_generic(heap, size, false);
 }
@@ -60,6 +62,21 @@ static void *large_alloc_reclaiming(heap_t *heap, size_t size, size_t align, boo
 static void *big_alloc(heap_t *heap, size_t size, size_t align, bool zero) {
     void *p = sb_preload_alloc(size, align);
     return p ? p : large_alloc_reclaiming(heap, size, align, zero);
+}
+
+/* Above the size classes: the large tier's thread cache (a pop, no lock),
+ * as free() tries it first; else (nothing cached, or the cache says no to
+ * keep the clocks running) the generic path's large case. */
+static noinline void *malloc_large(heap_t *heap, size_t size) {
+    void *cached = large_cache_alloc(size);
+    if (likely(cached != NULL)) return cached;
+    if (unlikely(heap == &heap_empty)) {
+        heap = heap_get_or_init();
+        if (!heap) { errno = ENOMEM; return NULL; }
+    }
+    if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+    heap_maintain(heap);   /* small pages are purged on the clock while only large blocks come */
+    return big_alloc(heap, size, 16, false);
 }
 
 noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {

@@ -13,6 +13,8 @@
 #include "../storage/preload.h"
 
 static void free_foreign(void *p, const char *call);
+static void free_not_class(void *p, const char *call);
+static void free_slow(void *p, page_t *page, const char *call);
 
 /* The owner's fast path.  One compare answers "owned by this thread, no
  * flag set" (local_heap); one multiply and compare that p starts a carved
@@ -35,6 +37,13 @@ STRATA_NO_SLP void strata_free(void *p) {
         return;
     }
     strata_free_generic(p, page, "free()");
+}
+
+/* Not a size-class block: a block of the large tier's thread cache classes
+ * goes back to it at once; anything else is a large block, a foreign
+ * pointer or an error (free_slow). */
+static noinline void free_not_class(void *p, const char *call) {
+    if (!large_cache_free(p)) free_slow(p, &page_foreign, call);
 }
 
 static void free_remote(page_t *page, block_t *b) {
@@ -149,8 +158,10 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
  * full one), is checked inline and pushed; the rest goes to free_slow. */
 noinline void strata_free_generic(void *p, page_t *page, const char *call) {
     block_t *b = p;
-    if (unlikely(p == NULL)) return;   /* common in real programs: first, before any lookup */
-    if (page == &page_foreign && large_cache_free(p)) return;   /* the large tier's thread cache */
+    if (page == &page_foreign) {
+        if (p) free_not_class(p, call);   /* (free(NULL) ends here; a tail call, before this function needs a frame) */
+        return;
+    }
     if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p)) &&
         likely(!block_link_ok(page, b))) {
         heap_t *owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_acquire);

@@ -39,6 +39,9 @@
 #ifndef LARGE_STRIPES
 #define LARGE_STRIPES 4   /* -DLARGE_STRIPES=1 builds the single-lock tier, for comparison */
 #endif
+#ifndef LARGE_DIRTY_APART
+#define LARGE_DIRTY_APART 1   /* -DLARGE_DIRTY_APART=0: freed blocks coalesce at once, for comparison */
+#endif
 #define LARGE_REGION ((size_t)16 << 30)       /* address space per reservation */
 #define LARGE_COMMIT_STEP ((size_t)64 << 20)  /* commit ahead of the high-water mark */
 #define LARGE_MAX_REGIONS 1024
@@ -140,9 +143,11 @@ static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     void *base = NULL;
     size_t l = region_size(need);
     /* A limit (ulimit -v, sanitizers) may still refuse it: try smaller
-     * ones down to what is needed. */
+     * ones down to what is needed — in whole chunks, as the region table
+     * records lengths (a halved 12 MiB was once recorded as 4 MiB, and the
+     * blocks in its last 2 MiB were reported as invalid pointers). */
     while (!(base = os_reserve_aligned(l, align)) && l > need) {
-        l /= 2;
+        l = (l / 2) & ~SEGMENT_MASK;
         if (l < need) l = need;
     }
     /* Marked before any block in it is handed out, as free() relies on. */
@@ -249,6 +254,13 @@ static size_t cache_limit(const stripe_t *s) {
     size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
     size_t room = os_memory_headroom();
     if (room != SIZE_MAX && (room + dirty) / 4 < all) all = (room + dirty) / 4;
+    /* The arenas count dirty bytes as address span (a freed block may
+     * have been touched anywhere), but what the budget bounds is resident
+     * bytes, and those are at most the process's resident set: while all
+     * of it fits in the budget, no dirty block is purged for room, only
+     * for age.  (Read every 10 ms: what a program frees in between may
+     * overshoot until the next reading.) */
+    if (rss && rss <= all) return SIZE_MAX;
     size_t others = dirty - s->dirty_seen;
     return others < all ? all - others : 0;
 }
@@ -264,10 +276,27 @@ static long purge_delay(void) {
     return d <= 0 ? d : opt(STRATA_OPTION_LARGE_PURGE_DELAY_MS);
 }
 
+/* Whether freed blocks are kept apart while dirty (arena_config's
+ * dirty_apart): when the process's resident set is less than half the
+ * address span of the tier's used and dirty blocks, blocks are touched in
+ * part (sparse arrays, buffers bigger than what they hold), and a block
+ * carved from coalesced free space would inherit the resident pages of the
+ * many blocks that were there before it — pages nobody touches again, that
+ * the budget no longer sees.  When blocks are touched in full, those pages
+ * are the ones the next block writes anyway, and coalescing at once lets a
+ * slightly bigger request reuse them (buffers of a new batch shape). */
+static bool touched_in_part(void) {
+    size_t span = atomic_load_explicit(&used_total, memory_order_relaxed) +
+                  atomic_load_explicit(&dirty_total, memory_order_relaxed);
+    size_t rss = os_rss_recent();
+    return rss && rss < span / 2;
+}
+
 /* Options and the memory headroom change at run time; the arena follows. */
 static void stripe_refresh(stripe_t *s) {
     s->arena.cfg.purge_delay_ms = purge_delay();
     s->arena.cfg.dirty_limit = cache_limit(s);
+    s->arena.cfg.dirty_apart = LARGE_DIRTY_APART && !s->arena.cfg.first_fit && touched_in_part();
 }
 
 static void stripe_lock(stripe_t *s) {
@@ -291,7 +320,8 @@ static void stripe_lock(stripe_t *s) {
                             .page = os_page_size(),
                             .purge_delay_ms = purge_delay(),
                             .dirty_limit = SIZE_MAX,
-                            .first_fit = opt(STRATA_OPTION_LARGE_FIT) == STRATA_LARGE_FIT_FIRST};
+                            .first_fit = opt(STRATA_OPTION_LARGE_FIT) == STRATA_LARGE_FIT_FIRST,
+                            .dirty_apart = LARGE_DIRTY_APART};
         if (arena_init(&s->arena, &ops, &cfg) != 0) strata_fatal("large: arena_init failed");
 
         atomic_store_explicit(&s->ready, true, memory_order_release);
@@ -322,14 +352,35 @@ static stripe_t *my_home(void) {
     return &stripes[my_stripe];
 }
 
+/* The slot this thread found last, its word then, and that word's range
+ * decoded: a thread's large blocks mostly come from one reservation, so
+ * the next lookup is a range check and one load (the slot still holds that
+ * word) instead of a scan.  A slot emptied and filled again with the same
+ * word holds the same range: still right. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    uintptr_t base;
+    size_t len;
+    uint64_t word;
+    int slot;
+} my_region;
+
 /* The reservation slot holding p, or -1; *w gets its word. */
 static inline int slot_of(const void *p, uint64_t *w) {
     uintptr_t a = (uintptr_t)p;
+    if (a - my_region.base < my_region.len &&
+        atomic_load_explicit(&regions[my_region.slot].word, memory_order_acquire) == my_region.word) {
+        *w = my_region.word;
+        return my_region.slot;
+    }
     size_t n = atomic_load_explicit(&region_count, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
         uint64_t x = atomic_load_explicit(&regions[i].word, memory_order_acquire);
         if (x && a - region_base(x) < region_len(x)) {
             *w = x;
+            my_region.base = region_base(x);
+            my_region.len = region_len(x);
+            my_region.word = x;
+            my_region.slot = (int)i;
             return (int)i;
         }
     }
@@ -449,6 +500,11 @@ static size_t cache_cap(void) {
     size_t cap = CACHE_BYTES;
     size_t room = os_memory_headroom();
     if (room != SIZE_MAX && room / 64 < cap) cap = room / 64;
+    /* Under an address-space limit (ulimit -v) cached blocks hold address
+     * space too, and other threads' caches empty only at their next large
+     * call: the same share of what is left of the limit. */
+    room = os_as_free();
+    if (room != SIZE_MAX && room / 64 < cap) cap = room / 64;
     return cap;
 }
 
@@ -508,15 +564,6 @@ static noinline void cache_renew(tcache_t *t) {
 
 static noinline tcache_t *cache_create(void) {
     if (my_cache_off || os_page_size() != CACHE_PAGE) return NULL;
-    /* No cache under an address-space limit (ulimit -v): there the tier
-     * gives reservations back when a mapping fails, and cached blocks would
-     * hold address space the program needs.  (Also: one run in about six of
-     * tests/limits' 200-thread mixed fill under ulimit saw a live block's
-     * region reported invalid with the cache on; not understood yet.) */
-    if (os_as_limit() != SIZE_MAX) {
-        my_cache_off = true;
-        return NULL;
-    }
     pthread_once(&cache_key_once, cache_key_make);
     if (cache_key == (pthread_key_t)-1) return NULL;
     pthread_mutex_lock(&cache_lock);
@@ -794,11 +841,39 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
         usable = (size_t)(guard_of(p, usable) - (uint8_t *)p);
         size = usable;
     }
+    /* The cache takes blocks of exactly their class size: one handed out
+     * whole and bigger (a dirty block, arena_config's dirty_apart) is cut
+     * to it, once (its next uses are the cache's). */
+    if (cls && usable != size) {
+        stripe_t *s = owner_of(p);
+        stripe_lock(s);
+        if (!arena_resize(&s->arena, p, size, &usable) || usable != size) cls = 0;
+        stripe_unlock(s);
+    }
     if (cls) {
         uint64_t w;
         int slot = slot_of(p, &w);
         _Atomic(uint8_t) *e = slot < 0 ? NULL : cls_entry(slot, w, p);
         if (e) atomic_store_explicit(e, (uint8_t)cls, memory_order_relaxed);
+    }
+    /* A dirty block a little bigger than asked was handed out whole (see
+     * arena_config's dirty_apart): the pages past the request may be the
+     * last ones its previous occupants wrote, which this one will not
+     * touch; left there, they pile up block after block.  Given back now:
+     * one call, and the request's own pages keep what they held. */
+    size_t want = (size + os_page_size() - 1) & ~(os_page_size() - 1);
+    if (!clean && !LARGE_GUARDED && usable > want) {
+        /* Only as far as the previous occupant asked for, when it was
+         * handed out this way too (it said so: arena_swap_reach); further
+         * on, nothing was written since the last purge but by a program
+         * that used its usable size (then the pages just stay). */
+        uintptr_t from = (uintptr_t)p + want, to = (uintptr_t)p + usable;
+        stripe_t *s = owner_of(p);
+        stripe_lock(s);
+        uintptr_t before = arena_swap_reach(&s->arena, p, from);
+        stripe_unlock(s);
+        if (before && before < to) to = before;
+        if (to > from) os_purge((void *)from, to - from);
     }
     large_place(p, size, node);
     if (zero && !clean) {

@@ -128,6 +128,9 @@ int main(void) {
     }
     large_stats_t st;
     large_stats_get(&st);
+    if (st.used_blocks || st.used_bytes)
+        fprintf(stderr, "left used: %zu blocks, %zu bytes (cache %zu blocks, %zu bytes)\n", st.used_blocks, st.used_bytes,
+                st.cache_blocks, st.cache_bytes);
     CHECK(st.used_blocks == 0 && st.used_bytes == 0);
     CHECK(st.allocs == st.frees && st.allocs > 0);
     printf("large stress: %llu allocations by %d threads in %.2f s, %llu contended lock waits, %zu regions\n",
