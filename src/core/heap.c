@@ -1,10 +1,12 @@
 /* heap.c — thread-local heaps: created on a thread's first allocation,
- * registered so statistics and fork can find them, abandoned when the
- * thread exits.  Heap structs come from the OS in batches and are reused;
- * the allocator never calls malloc for its own metadata.
+ * registered so statistics and fork can find them, handed whole to the next
+ * new thread when their thread exits (the orphan pool), abandoned segment
+ * by segment when no thread took them within the purge delay.  Heap structs
+ * come from the OS in batches and are reused; the allocator never calls
+ * malloc for its own metadata.
  *
- * Lock: registry_lock (the list of live heaps and the free heap structs),
- * taken after the segment locks at fork.
+ * Lock: registry_lock (the list of live heaps, the orphan pool and the free
+ * heap structs), taken after the segment locks at fork.
  */
 #include "internal.h"
 #include "onnode.h"
@@ -27,6 +29,18 @@ STRATA_TLS heap_t *tls_heap = &heap_empty;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static heap_t *registry;        /* live heaps */
 static heap_t *spare_heaps;     /* free heap structs, linked by next_heap */
+/* Heaps of exited threads, newest first, linked by next_orphan (still in
+ * the registry).  A thread that exits leaves its heap as it is: pages,
+ * queues, fast-path slots, segments, memory already touched.  The next new
+ * thread of the same node takes it over in one step, so thread churn costs
+ * neither setting a heap up and tearing it down nor fresh memory (page
+ * faults) for every thread.  Remote frees into an orphan's pages keep
+ * going to its lists (the struct stays alive); its new thread collects
+ * them.  An orphan no thread took within the purge delay is abandoned
+ * (heap_orphans_release), so its free pages are purged and its segments
+ * adopted as before. */
+static heap_t *orphans;
+static _Atomic(uint32_t) orphan_count;   /* read without the lock, to skip it */
 static pthread_key_t exit_key;
 static bool exit_key_ready;
 
@@ -71,23 +85,61 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
     for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
 }
 
+/* Takes the oldest orphan of node (registry_lock held), or NULL: the
+ * newest are the last to reach their delay, so a burst of exits followed
+ * by a burst of starts (threads joined in order) hands every heap on
+ * before one expires. */
+static heap_t *orphan_take(int node) {
+    heap_t **found = NULL;
+    for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan)
+        if ((*link)->orphan_node == node) found = link;
+    if (!found) return NULL;
+    heap_t *h = *found;
+    *found = h->next_orphan;
+    h->next_orphan = NULL;
+    atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
+    return h;
+}
+
+static uint64_t heap_segment_count(const heap_t *heap) {
+    uint64_t n = 0;
+    for (int k = 0; k < SEG_KINDS; k++)
+        for (const segment_t *s = heap->segments[k]; s; s = s->next) n++;
+    return n;
+}
+
 heap_t *heap_get_or_init(void) {
     heap_t *heap = tls_heap;
     if (likely(heap != &heap_empty)) return heap;
     if (!atomic_load_explicit(&strata_ready, memory_order_acquire)) strata_process_init();
+    /* (A thread heap's node is where its thread runs: heap_empty asks that.) */
+    int node = atomic_load_explicit(&orphan_count, memory_order_relaxed) ? numa_heap_node(&heap_empty) : -1;
     pthread_mutex_lock(&registry_lock);
-    heap = heap_struct_alloc();
-    if (heap) {
-        memset(heap, 0, sizeof *heap);
-        heap->next_heap = registry;
-        if (registry) registry->prev_heap = heap;
-        registry = heap;
+    heap = atomic_load_explicit(&orphan_count, memory_order_relaxed) ? orphan_take(node) : NULL;
+    bool adopted = heap != NULL;
+    if (!heap) {
+        heap = heap_struct_alloc();
+        if (heap) {
+            memset(heap, 0, sizeof *heap);
+            heap->next_heap = registry;
+            if (registry) registry->prev_heap = heap;
+            registry = heap;
+        }
     }
     pthread_mutex_unlock(&registry_lock);
     if (!heap) return NULL;
-    for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
-    for (size_t i = 0; i <= CLASS_COUNT; i++) heap->class_page[i] = &page_empty;
-    heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
+    if (adopted) {
+        stat_add(&stats.adopted, heap_segment_count(heap));
+        /* Its clock and its demand start now: the time it waited is not
+         * idle time of this thread (heap_purge_pass would purge at once
+         * what the new thread is about to use). */
+        heap->maintained_at = 0;
+        heap->demand_at = os_now_ms();
+    } else {
+        for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
+        for (size_t i = 0; i <= CLASS_COUNT; i++) heap->class_page[i] = &page_empty;
+        heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
+    }
     tls_heap = heap;
     stat_add(&stats.threads, 1);
     /* Set last: with many keys, glibc may allocate here, and the heap is ready. */
@@ -213,6 +265,7 @@ void heap_maintain(heap_t *heap) {
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
     if (now >= due && atomic_compare_exchange_strong(&next_global, &due, now + 10)) {
+        heap_orphans_release(false);   /* first: what it abandons is purged below */
         segment_cache_release(false);
         large_collect(now);
     }
@@ -243,8 +296,9 @@ void heap_collect_delayed(heap_t *heap) {
 
 /* The heap's thread is gone (or, after fork, never existed in this process):
  * stop remote frees from reaching it, give back what is empty, and leave the
- * rest on the abandoned list for other threads to adopt. */
-void heap_abandon(heap_t *heap, bool force) {
+ * rest on the abandoned list for other threads to adopt.  The struct stays
+ * registered (heap_unregister). */
+static void heap_abandon_memory(heap_t *heap, bool force) {
     /* The back-off and the budget described this thread's pattern; its
      * free pages are due after the plain delay now (nobody here will want
      * them back; an adopter reuses them before they are due). */
@@ -270,14 +324,89 @@ void heap_abandon(heap_t *heap, bool force) {
     }
     for (int k = 0; k < SEG_KINDS; k++)
         while (heap->segments[k]) segment_abandon(heap, heap->segments[k]);
-    stat_sub(&stats.threads, 1);
-    stat_add(&stats.abandoned, 1);
-    pthread_mutex_lock(&registry_lock);
+}
+
+/* The struct leaves the registry for the spare list (registry_lock held). */
+static void heap_unregister(heap_t *heap) {
     if (heap->prev_heap) heap->prev_heap->next_heap = heap->next_heap;
     else registry = heap->next_heap;
     if (heap->next_heap) heap->next_heap->prev_heap = heap->prev_heap;
     heap->next_heap = spare_heaps;
     spare_heaps = heap;
+}
+
+void heap_abandon(heap_t *heap, bool force) {
+    heap_abandon_memory(heap, force);
+    stat_sub(&stats.threads, 1);
+    stat_add(&stats.abandoned, 1);
+    pthread_mutex_lock(&registry_lock);
+    heap_unregister(heap);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* Abandons the orphans no thread took within the purge delay (all: every
+ * one, as strata_release does), so their free pages are purged and their
+ * segments adopted one by one.  Each is taken off the pool under the lock
+ * first: nothing else reaches it then.  Returns how many went. */
+size_t heap_orphans_release(bool all) {
+    if (atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0) return 0;
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    if (!all && d < 0) return 0;   /* never purged: an orphan waits for a thread */
+    uint64_t now = os_now_ms();
+    size_t n = 0;
+    for (;;) {
+        heap_t *h = NULL;
+        pthread_mutex_lock(&registry_lock);
+        for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan) {
+            if (all || (*link)->orphaned_at + (uint64_t)d <= now) {
+                h = *link;
+                *link = h->next_orphan;
+                h->next_orphan = NULL;
+                atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
+                break;
+            }
+        }
+        pthread_mutex_unlock(&registry_lock);
+        if (!h) return n;
+        h->maintained_at = 0;   /* its free pages' delay starts now, not at its last housekeeping */
+        heap_abandon_memory(h, false);
+        pthread_mutex_lock(&registry_lock);
+        heap_unregister(h);
+        pthread_mutex_unlock(&registry_lock);
+        n++;
+    }
+}
+
+/* Collects what other threads freed into the orphans' pages and folds
+ * their statistics, so counts read now include frees into the heaps of
+ * exited threads (as they did when exited threads' heaps were abandoned at
+ * once).  Each orphan is taken off the pool while it is tidied (nobody
+ * else reaches it then) and put back. */
+void heap_orphans_tidy(void) {
+    if (atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0) return;
+    pthread_mutex_lock(&registry_lock);
+    heap_t *list = orphans;
+    orphans = NULL;
+    atomic_store_explicit(&orphan_count, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&registry_lock);
+    heap_t *last = NULL;
+    uint32_t n = 0;
+    for (heap_t *h = list; h; h = h->next_orphan) {
+        heap_collect_delayed(h);
+        for (uint32_t q = 1; q <= QUEUE_FULL; q++)
+            for (page_t *p = h->queues[q].first, *pn; p; p = pn) {
+                pn = p->next;
+                page_collect(p);
+                if (q == QUEUE_FULL && p->free) page_unfull(h, p);
+            }
+        last = h;
+        n++;
+    }
+    if (!last) return;
+    pthread_mutex_lock(&registry_lock);
+    last->next_orphan = orphans;
+    orphans = list;
+    atomic_fetch_add_explicit(&orphan_count, n, memory_order_relaxed);
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -285,7 +414,19 @@ static void heap_thread_exit(void *value) {
     heap_t *heap = value;
     if (!heap || heap != tls_heap) return;
     tls_heap = &heap_empty;    /* later frees in this thread take the remote path */
-    heap_abandon(heap, false);
+    if (opt(STRATA_OPTION_PURGE_DELAY_MS) == 0) {   /* nothing is kept: abandoned now */
+        heap_abandon(heap, false);
+        return;
+    }
+    heap->orphaned_at = os_now_ms();
+    heap->orphan_node = numa_heap_node(heap);
+    stat_sub(&stats.threads, 1);
+    stat_add(&stats.abandoned, 1);
+    pthread_mutex_lock(&registry_lock);
+    heap->next_orphan = orphans;
+    orphans = heap;
+    atomic_fetch_add_explicit(&orphan_count, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&registry_lock);
 }
 
 void heap_visit_all(heap_visit_fn *fn, void *arg) {
@@ -308,6 +449,8 @@ void heap_fork_child(void) {
     pthread_mutex_init(&registry_lock, NULL);
     heap_t *self = tls_heap;
     registry = NULL;
+    orphans = NULL;   /* (dropped with the other threads' heaps) */
+    atomic_store_explicit(&orphan_count, 0, memory_order_relaxed);
     if (self != &heap_empty) {
         self->next_heap = self->prev_heap = NULL;
         registry = self;

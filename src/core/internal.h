@@ -316,6 +316,11 @@ typedef struct heap_s {
     uint32_t held_peak;                     /* while the heap keeps taking pages */
     uint32_t purge_budget;
     uint64_t demand_at;                     /* ms: when the heap last took or emptied a page */
+    /* Orphan pool (heap.c): a heap whose thread exited waits, whole, for
+     * the next new thread of its node. */
+    struct heap_s *next_orphan;
+    uint64_t orphaned_at;                   /* ms */
+    int orphan_node;
 } heap_t;
 
 extern heap_t heap_empty;
@@ -353,6 +358,8 @@ typedef void heap_visit_fn(const heap_t *heap, void *arg);
 void heap_visit_all(heap_visit_fn *fn, void *arg);
 void heap_maintain(heap_t *heap);
 void heap_option_changed(int o);
+size_t heap_orphans_release(bool all);
+void heap_orphans_tidy(void);
 
 /* page.c */
 void page_queue_push_front(page_queue_t *q, page_t *page);

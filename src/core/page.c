@@ -106,14 +106,23 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
 }
 
 /* Carves more blocks into the free list, a few OS pages at a time, so a
- * page's memory is touched only as it is used.  At least EXTEND_MIN_BLOCKS
- * at once (carving touches one OS page per big block): a page of a few
- * 16-128 KiB blocks would otherwise send every malloc to the generic path. */
+ * page's memory is touched only as it is used.  The first carve is one OS
+ * page, then as much as the page already carved, up to 16 KiB: a thread
+ * that takes a block or two of many classes (short-lived threads, a
+ * producer's pages whose blocks come back remotely) touches 4 KiB per
+ * class, not 16, while a page filled in a loop still reaches the generic
+ * path only every 16 KiB.  At least EXTEND_MIN_BLOCKS at once (carving
+ * touches one OS page per big block): a page of a few 16-128 KiB blocks
+ * would otherwise send every malloc to the generic path. */
 #define EXTEND_MIN_BLOCKS 4
+#define EXTEND_FIRST_BYTES 4096
+#define EXTEND_MAX_BYTES 16384
 void page_extend(page_t *page) {
     uint32_t left = page->reserved - page->capacity;
     if (left == 0) return;
-    uint32_t n = (uint32_t)(16384 / page->block_size);
+    uint32_t bytes = page->span < EXTEND_FIRST_BYTES ? EXTEND_FIRST_BYTES
+                     : page->span > EXTEND_MAX_BYTES ? EXTEND_MAX_BYTES : page->span;
+    uint32_t n = bytes / page->block_size;
     if (n < EXTEND_MIN_BLOCKS) n = EXTEND_MIN_BLOCKS;
     if (n > left) n = left;
     uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
