@@ -60,9 +60,25 @@ static void free_remote(page_t *page, block_t *b) {
         block_link_marked(page, b, head, DELAYED_MARK);
     } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
                                                     memory_order_relaxed));
+    /* An owner that sleeps (in pthread_join, a blocking read) never takes
+     * these, and its full pages stay full however much is freed into them.
+     * After REMOTE_COLLECT_AFTER hand-overs it has not collected, this
+     * thread collects for it (heap_collect_remote): pages whose blocks all
+     * came back give their memory back at once.  Chosen over batching on
+     * the freeing side (snmalloc) or transfer caches (tcmalloc), which move
+     * or hold blocks away from their pages and would pin the same memory
+     * on the freeing side; here the cost falls only on hand-overs, once per
+     * full page per collection, never on the plain remote push above.
+     * The lock is tried while FREEING still keeps the heap alive. */
+    uint32_t pushes = atomic_fetch_add_explicit(&heap->delayed_pushes, 1, memory_order_relaxed) + 1;
+    bool collect = pushes >= REMOTE_COLLECT_AFTER && heap_trylock_remote(heap);
     tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, (tf & ~(uintptr_t)3) | DELAY_NORMAL,
                                                   memory_order_release, memory_order_relaxed)) {
+    }
+    if (collect) {
+        heap_collect_remote(heap);
+        heap_unlock_remote(heap);
     }
 }
 

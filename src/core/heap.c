@@ -12,6 +12,7 @@
 #include "onnode.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include "../large/large.h"
@@ -68,6 +69,36 @@ static heap_t *heap_struct_alloc(void) {
     }
     return (heap_t *)mem;
 }
+
+/* ---- The heap lock (see heap_t) ----------------------------------------
+ * The owner's fast paths never take it: they touch only pages in the class
+ * queues.  Pages in the full queue are touched by the owner's slow paths
+ * (marking a page full, handing it back, collecting the delayed list,
+ * folding statistics, abandoning) under the lock, so a collector holding it
+ * may work on them.  The owner side may nest; a collector only tries. */
+void heap_lock(heap_t *heap) {
+    if (heap->lock_depth++ > 0) return;
+    uint32_t expect = 0;
+    while (!atomic_compare_exchange_weak_explicit(&heap->lock, &expect, 1, memory_order_acquire,
+                                                  memory_order_relaxed)) {
+        expect = 0;
+        sched_yield();   /* a collector's pass is short and bounded */
+    }
+}
+
+void heap_unlock(heap_t *heap) {
+    strata_assert(heap->lock_depth > 0);
+    if (--heap->lock_depth == 0) atomic_store_explicit(&heap->lock, 0, memory_order_release);
+}
+
+bool heap_trylock_remote(heap_t *heap) {
+    uint32_t expect = 0;
+    return atomic_load_explicit(&heap->lock, memory_order_relaxed) == 0 &&
+           atomic_compare_exchange_strong_explicit(&heap->lock, &expect, 2, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+void heap_unlock_remote(heap_t *heap) { atomic_store_explicit(&heap->lock, 0, memory_order_release); }
 
 /* Points direct[] slots of class cls at the class's first page, so the
  * fast path finds it in one load; sizes the fast path must not serve
@@ -133,7 +164,7 @@ heap_t *heap_get_or_init(void) {
         /* Its clock and its demand start now: the time it waited is not
          * idle time of this thread (heap_purge_pass would purge at once
          * what the new thread is about to use). */
-        heap->maintained_at = 0;
+        __atomic_store_n(&heap->maintained_at, 0, __ATOMIC_RELAXED);
         heap->demand_at = os_now_ms();
     } else {
         for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
@@ -258,7 +289,8 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
 void heap_maintain(heap_t *heap) {
     uint64_t now = os_now_ms();
     if (now == heap->maintained_at) return;
-    heap->maintained_at = now;
+    /* (atomic: heap_collect_others reads it to tell an idle heap) */
+    __atomic_store_n(&heap->maintained_at, now, __ATOMIC_RELAXED);
     if (heap->threshold_gen != atomic_load_explicit(&threshold_gen, memory_order_relaxed)) heap_direct_refresh(heap);
     heap_purge_relax(heap, now);
     if (heap->purge_due && now >= heap->purge_due) heap->purge_due = heap_purge_pass(heap, now);
@@ -266,6 +298,7 @@ void heap_maintain(heap_t *heap) {
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
     if (now >= due && atomic_compare_exchange_strong(&next_global, &due, now + 10)) {
         heap_orphans_release(false);   /* first: what it abandons is purged below */
+        heap_collect_others(false);    /* heaps whose threads sleep */
         segment_cache_release(false);
         large_collect(now);
     }
@@ -279,19 +312,87 @@ void heap_maintain(heap_t *heap) {
  * a block met twice is a double free (page_free_local reports it). */
 void heap_collect_delayed(heap_t *heap) {
     block_t *b = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
-    if (!b) return;
+    if (!b && !atomic_load_explicit(&heap->pages_reset, memory_order_relaxed)) return;
+    heap_lock(heap);
+    atomic_store_explicit(&heap->delayed_pushes, 0, memory_order_relaxed);
+    if (atomic_exchange_explicit(&heap->pages_reset, 0, memory_order_relaxed)) heap_return_reset_pages(heap);
     b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
     while (b) {
         page_t *page = pagemap_page(b);          /* page_foreign: not in a segment */
         if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
             (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok_marked(page, b, DELAYED_MARK)) {
             strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
-            return;
+            break;
         }
         block_t *next = block_next(page, b);
-        if (!page_free_local(heap, page, b, "free()")) return;
+        if (!page_free_local(heap, page, b, "free()")) break;
         b = next;
     }
+    heap_unlock(heap);
+}
+
+/* A collector's pass for an owner that does not collect (the heap lock is
+ * held, as 2): the blocks handed over for full pages go onto their pages'
+ * local lists, each such page's remote list is taken too, and a page whose
+ * blocks all came back is emptied and its memory given back to the OS at
+ * once (page_collect_full); the owner gives the page itself back to its
+ * segment when it next collects.  A page the owner took off the full queue
+ * meanwhile is the owner's: its block is handed back to it.  Nothing the
+ * owner's fast paths touch is written here. */
+void heap_collect_remote(heap_t *heap) {
+    atomic_store_explicit(&heap->delayed_pushes, 0, memory_order_relaxed);
+    block_t *b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
+    block_t *back = NULL;   /* for the owner */
+    while (b) {
+        page_t *page = pagemap_page(b);
+        if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
+            (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) ||
+            !block_link_ok_marked(page, b, DELAYED_MARK)) {
+            strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
+            break;
+        }
+        block_t *next = block_next(page, b);
+        if (!(page_flags(page) & PAGE_FULL)) {
+            block_link_marked(page, b, back, DELAYED_MARK);   /* (a list of mixed pages, as the heap's) */
+            back = b;
+        } else {
+            block_set_next(page, b, page->local_free);
+            page->local_free = b;
+            page->used--;
+            page_collect_full(heap, page);
+        }
+        b = next;
+    }
+    while (back) {
+        page_t *page = pagemap_page(back);
+        block_t *next = block_next(page, back);
+        block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
+        do {
+            block_link_marked(page, back, head, DELAYED_MARK);
+        } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, back, memory_order_release,
+                                                        memory_order_relaxed));
+        back = next;
+    }
+}
+
+/* Collects for other heaps with blocks waiting whose owner has done no
+ * housekeeping for the purge delay (all: whatever their owner does, as
+ * strata_release asks), so remote frees to a thread that sleeps are
+ * collected on the clock even when too few came to trigger the freeing
+ * side (REMOTE_COLLECT_AFTER).  Only tries each heap's lock. */
+void heap_collect_others(bool all) {
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    if (!all && d < 0) return;
+    uint64_t now = os_now_ms();
+    pthread_mutex_lock(&registry_lock);
+    for (heap_t *h = registry; h; h = h->next_heap) {
+        if (h == tls_heap || !atomic_load_explicit(&h->delayed_free, memory_order_relaxed)) continue;
+        if (!all && __atomic_load_n(&h->maintained_at, __ATOMIC_RELAXED) + (uint64_t)d > now) continue;
+        if (!heap_trylock_remote(h)) continue;
+        heap_collect_remote(h);
+        heap_unlock_remote(h);
+    }
+    pthread_mutex_unlock(&registry_lock);
 }
 
 /* The heap's thread is gone (or, after fork, never existed in this process):
@@ -299,6 +400,7 @@ void heap_collect_delayed(heap_t *heap) {
  * rest on the abandoned list for other threads to adopt.  The struct stays
  * registered (heap_unregister). */
 static void heap_abandon_memory(heap_t *heap, bool force) {
+    heap_lock(heap);   /* a collector that holds it finishes first; none comes after (NEVER) */
     /* The back-off and the budget described this thread's pattern; its
      * free pages are due after the plain delay now (nobody here will want
      * them back; an adopter reuses them before they are due). */
@@ -324,6 +426,7 @@ static void heap_abandon_memory(heap_t *heap, bool force) {
     }
     for (int k = 0; k < SEG_KINDS; k++)
         while (heap->segments[k]) segment_abandon(heap, heap->segments[k]);
+    heap_unlock(heap);
 }
 
 /* The struct leaves the registry for the spare list (registry_lock held). */
@@ -368,7 +471,7 @@ size_t heap_orphans_release(bool all) {
         }
         pthread_mutex_unlock(&registry_lock);
         if (!h) return n;
-        h->maintained_at = 0;   /* its free pages' delay starts now, not at its last housekeeping */
+        __atomic_store_n(&h->maintained_at, 0, __ATOMIC_RELAXED);   /* its free pages' delay starts now */
         heap_abandon_memory(h, false);
         pthread_mutex_lock(&registry_lock);
         heap_unregister(h);
@@ -392,6 +495,7 @@ void heap_orphans_tidy(void) {
     heap_t *last = NULL;
     uint32_t n = 0;
     for (heap_t *h = list; h; h = h->next_orphan) {
+        heap_lock(h);
         heap_collect_delayed(h);
         for (uint32_t q = 1; q <= QUEUE_FULL; q++)
             for (page_t *p = h->queues[q].first, *pn; p; p = pn) {
@@ -399,6 +503,7 @@ void heap_orphans_tidy(void) {
                 page_collect(p);
                 if (q == QUEUE_FULL && p->free) page_unfull(h, p);
             }
+        heap_unlock(h);
         last = h;
         n++;
     }
@@ -435,8 +540,16 @@ void heap_visit_all(heap_visit_fn *fn, void *arg) {
     pthread_mutex_unlock(&registry_lock);
 }
 
-void heap_fork_prepare(void) { pthread_mutex_lock(&registry_lock); }
-void heap_fork_parent(void) { pthread_mutex_unlock(&registry_lock); }
+/* The forking thread's own heap is locked too, so the child never sees a
+ * collector's pass half done on it. */
+void heap_fork_prepare(void) {
+    if (tls_heap != &heap_empty) heap_lock(tls_heap);
+    pthread_mutex_lock(&registry_lock);
+}
+void heap_fork_parent(void) {
+    pthread_mutex_unlock(&registry_lock);
+    if (tls_heap != &heap_empty) heap_unlock(tls_heap);
+}
 
 /* In the child only the forking thread exists.  The other threads may have
  * been anywhere inside their heaps when fork() copied them — their lists
@@ -454,6 +567,7 @@ void heap_fork_child(void) {
     if (self != &heap_empty) {
         self->next_heap = self->prev_heap = NULL;
         registry = self;
+        heap_unlock(self);   /* (locked in prepare) */
     }
     stat_sub(&stats.threads, atomic_load_explicit(&stats.threads, memory_order_relaxed) - (self != &heap_empty));
     /* A thread that was handing a block to us (FREEING) is gone: its block

@@ -362,6 +362,9 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
 static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
     strata_assert(seg->used_pages > 0 && !(page_flags(page) & PAGE_UNUSED));
     page_stats_release(heap, page);
+    /* Nothing carved: a collector emptied it and gave its memory back
+     * (page_collect_full), so no purge is due. */
+    if (page->capacity == 0) page->is_zero = 1;
     page_flags_store(page, PAGE_UNUSED);
     page->block_size = 0;
     page->free = page->local_free = NULL;
@@ -370,7 +373,9 @@ static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
     heap_page_held(heap, -1);
     stat_sub(&stats.pages, 1);
     long delay = heap_purge_delay(heap);
-    if (delay == 0) page_purge(seg, page);
+    if (delay == 0) {
+        if (!page->is_zero) page_purge(seg, page);   /* (a collector may have purged it: page_collect_full) */
+    }
     else if (delay > 0) {
         /* Rounded up to a quarter of the delay: pages freed about the same
          * time come due in the same pass, and neighbours go in one madvise. */
