@@ -62,7 +62,8 @@ static void free_remote(page_t *page, block_t *b) {
                                                     memory_order_relaxed));
     /* An owner that sleeps (in pthread_join, a blocking read) never takes
      * these, and its full pages stay full however much is freed into them.
-     * After REMOTE_COLLECT_AFTER hand-overs it has not collected, this
+     * After REMOTE_COLLECT_AFTER hand-overs it has not collected, if it
+     * has done no housekeeping for the purge delay (heap_owner_idle), this
      * thread collects for it (heap_collect_remote): pages whose blocks all
      * came back give their memory back at once.  Chosen over batching on
      * the freeing side (snmalloc) or transfer caches (tcmalloc), which move
@@ -71,7 +72,7 @@ static void free_remote(page_t *page, block_t *b) {
      * full page per collection, never on the plain remote push above.
      * The lock is tried while FREEING still keeps the heap alive. */
     uint32_t pushes = atomic_fetch_add_explicit(&heap->delayed_pushes, 1, memory_order_relaxed) + 1;
-    bool collect = pushes >= REMOTE_COLLECT_AFTER && heap_trylock_remote(heap);
+    bool collect = pushes >= REMOTE_COLLECT_AFTER && heap_owner_idle(heap) && heap_trylock_remote(heap);
     tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, (tf & ~(uintptr_t)3) | DELAY_NORMAL,
                                                   memory_order_release, memory_order_relaxed)) {
@@ -148,6 +149,13 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
     }
     heap_t *heap = tls_heap;
     heap_t *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
+    /* A thread with no heap yet frees a block of an exited thread's heap
+     * that no thread has taken: it takes that heap (heap_get_or_init_from). */
+    if (heap == &heap_empty && owner != NULL && atomic_load_explicit(&owner->in_pool, memory_order_relaxed)) {
+        heap = heap_get_or_init_from(owner);
+        if (!heap) heap = &heap_empty;
+        owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
+    }
     if (owner == NULL) {
         /* Abandoned by an exited thread: adopt it if it is still on the
          * abandoned list, so its memory is reused or returned — even by a
@@ -169,7 +177,9 @@ noinline void strata_free_generic(void *p, page_t *page, const char *call) {
     if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p)) &&
         likely(!block_link_ok(page, b))) {
         heap_t *owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_acquire);
-        if (likely(owner != NULL && owner != tls_heap)) {
+        heap_t *self = tls_heap;
+        if (likely(owner != NULL && owner != self) &&
+            likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed))) {
             free_remote(page, b);
             return;
         }

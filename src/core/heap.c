@@ -128,6 +128,7 @@ static heap_t *orphan_take(int node) {
     heap_t *h = *found;
     *found = h->next_orphan;
     h->next_orphan = NULL;
+    atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
     atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
     return h;
 }
@@ -139,14 +140,39 @@ static uint64_t heap_segment_count(const heap_t *heap) {
     return n;
 }
 
-heap_t *heap_get_or_init(void) {
+/* Takes orphan h itself if it is still in the pool (registry_lock held). */
+static heap_t *orphan_take_this(heap_t *h) {
+    for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan) {
+        if (*link != h) continue;
+        *link = h->next_orphan;
+        h->next_orphan = NULL;
+        atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
+        return h;
+    }
+    return NULL;
+}
+
+heap_t *heap_get_or_init(void) { return heap_get_or_init_from(NULL); }
+
+/* The calling thread's heap, made now if it has none: the orphan prefer if
+ * given and still in the pool (a thread whose first call frees a block of
+ * an exited thread's heap takes that heap: it is taking over that thread's
+ * objects, as Larson's threads do, and its frees into them are local and
+ * reuse the memory at once), else the oldest orphan of its node, else a
+ * fresh heap. */
+heap_t *heap_get_or_init_from(heap_t *prefer) {
     heap_t *heap = tls_heap;
     if (likely(heap != &heap_empty)) return heap;
     if (!atomic_load_explicit(&strata_ready, memory_order_acquire)) strata_process_init();
     /* (A thread heap's node is where its thread runs: heap_empty asks that.) */
     int node = atomic_load_explicit(&orphan_count, memory_order_relaxed) ? numa_heap_node(&heap_empty) : -1;
     pthread_mutex_lock(&registry_lock);
-    heap = atomic_load_explicit(&orphan_count, memory_order_relaxed) ? orphan_take(node) : NULL;
+    heap = NULL;
+    if (atomic_load_explicit(&orphan_count, memory_order_relaxed)) {
+        if (prefer && prefer->orphan_node == node) heap = orphan_take_this(prefer);
+        if (!heap) heap = orphan_take(node);
+    }
     bool adopted = heap != NULL;
     if (!heap) {
         heap = heap_struct_alloc();
@@ -375,19 +401,27 @@ void heap_collect_remote(heap_t *heap) {
     }
 }
 
+/* The heap's owner has done no housekeeping for the purge delay: it sleeps
+ * (or has stopped allocating), so collecting for it and giving back what
+ * came back is no work taken from it.  An owner at work collects itself,
+ * and memory given back under it would only be faulted in again. */
+bool heap_owner_idle(const heap_t *heap) {
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    if (d < 0) return false;   /* never purged: nothing to give back */
+    uint64_t m = __atomic_load_n(&heap->maintained_at, __ATOMIC_RELAXED);
+    return m == 0 || m + (uint64_t)d <= os_now_ms();
+}
+
 /* Collects for other heaps with blocks waiting whose owner has done no
  * housekeeping for the purge delay (all: whatever their owner does, as
  * strata_release asks), so remote frees to a thread that sleeps are
  * collected on the clock even when too few came to trigger the freeing
  * side (REMOTE_COLLECT_AFTER).  Only tries each heap's lock. */
 void heap_collect_others(bool all) {
-    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
-    if (!all && d < 0) return;
-    uint64_t now = os_now_ms();
     pthread_mutex_lock(&registry_lock);
     for (heap_t *h = registry; h; h = h->next_heap) {
         if (h == tls_heap || !atomic_load_explicit(&h->delayed_free, memory_order_relaxed)) continue;
-        if (!all && __atomic_load_n(&h->maintained_at, __ATOMIC_RELAXED) + (uint64_t)d > now) continue;
+        if (!all && !heap_owner_idle(h)) continue;
         if (!heap_trylock_remote(h)) continue;
         heap_collect_remote(h);
         heap_unlock_remote(h);
@@ -465,6 +499,7 @@ size_t heap_orphans_release(bool all) {
                 h = *link;
                 *link = h->next_orphan;
                 h->next_orphan = NULL;
+                atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
                 atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
                 break;
             }
@@ -491,6 +526,7 @@ void heap_orphans_tidy(void) {
     heap_t *list = orphans;
     orphans = NULL;
     atomic_store_explicit(&orphan_count, 0, memory_order_relaxed);
+    for (heap_t *h = list; h; h = h->next_orphan) atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
     pthread_mutex_unlock(&registry_lock);
     heap_t *last = NULL;
     uint32_t n = 0;
@@ -509,6 +545,7 @@ void heap_orphans_tidy(void) {
     }
     if (!last) return;
     pthread_mutex_lock(&registry_lock);
+    for (heap_t *h = list; h; h = h->next_orphan) atomic_store_explicit(&h->in_pool, 1, memory_order_relaxed);
     last->next_orphan = orphans;
     orphans = list;
     atomic_fetch_add_explicit(&orphan_count, n, memory_order_relaxed);
@@ -530,9 +567,11 @@ static void heap_thread_exit(void *value) {
     pthread_mutex_lock(&registry_lock);
     heap->next_orphan = orphans;
     orphans = heap;
+    atomic_store_explicit(&heap->in_pool, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&orphan_count, 1, memory_order_relaxed);
     pthread_mutex_unlock(&registry_lock);
 }
+
 
 void heap_visit_all(heap_visit_fn *fn, void *arg) {
     pthread_mutex_lock(&registry_lock);

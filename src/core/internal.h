@@ -325,6 +325,7 @@ typedef struct heap_s {
     struct heap_s *next_orphan;
     uint64_t orphaned_at;                   /* ms */
     int orphan_node;
+    _Atomic(uint32_t) in_pool;              /* waiting in the orphan pool (read by remote frees) */
     /* Remote collection (heap.c): the lock guards the full queue's pages
      * between the owner's slow paths (heap_lock, reentrant) and a thread
      * that collects for an owner that does not (heap_trylock_remote).
@@ -359,6 +360,7 @@ void strata_process_init(void);
 
 /* heap.c */
 heap_t *heap_get_or_init(void);
+heap_t *heap_get_or_init_from(heap_t *prefer);
 void heap_abandon(heap_t *heap, bool force);
 void heap_collect_delayed(heap_t *heap);
 void heap_direct_update(heap_t *heap, uint32_t cls);
@@ -382,6 +384,7 @@ bool heap_trylock_remote(heap_t *heap);
 void heap_unlock_remote(heap_t *heap);
 void heap_collect_remote(heap_t *heap);
 void heap_collect_others(bool all);
+bool heap_owner_idle(const heap_t *heap);
 
 /* page.c */
 void page_queue_push_front(page_queue_t *q, page_t *page);

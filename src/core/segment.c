@@ -158,10 +158,12 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     if (!seg) {
         /* The refused mapping has run the reclaim hooks already (the cache,
          * the large tier's empty reservations).  What is left is this
-         * heap's own empty segments (of the other kind, or another node):
-         * to the cache with them, and take any one from there. */
+         * heap's own empty segments (of the other kind, or another node),
+         * and those of exited threads' heaps no thread took yet: to the
+         * cache with them, and take any one from there. */
         heap_release_kept_all(heap);
         segment_purge_idle(heap, os_now_ms(), true, NULL);
+        heap_orphans_release(true);   /* exited threads' heaps: their empty segments too */
         seg = segment_from_cache(-1);
         if (!seg) fresh = (seg = segment_map()) != NULL;
         if (!seg) return NULL;
