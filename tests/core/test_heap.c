@@ -123,6 +123,54 @@ static void unclaimed_heaps_are_abandoned_after_the_delay(void) {
     CHECK(c.adopted > b.adopted);
 }
 
+/* A thread whose first call frees a block of an exited thread's heap takes
+ * that heap (not the oldest waiting one): Larson's threads take over the
+ * objects of the threads before them, and their frees are then local. */
+static pthread_barrier_t both_alive, second_may_exit;
+
+static void *older_thread(void *arg) {
+    (void)arg;
+    free(malloc(48));
+    pthread_barrier_wait(&both_alive);
+    return NULL;
+}
+
+static void *newer_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < HANDOFF; i++) handoff[i] = malloc(48);
+    pthread_barrier_wait(&both_alive);
+    pthread_barrier_wait(&second_may_exit);
+    return NULL;
+}
+
+static void *free_first(void *arg) {
+    heap_t **out = arg;
+    free(handoff[0]);
+    *out = tls_heap;
+    for (int i = 1; i < HANDOFF; i++) free(handoff[i]);
+    return NULL;
+}
+
+static void first_free_takes_the_heap_of_its_block(void) {
+    pthread_barrier_init(&both_alive, NULL, 3);
+    pthread_barrier_init(&second_may_exit, NULL, 2);
+    pthread_t a, b, c;
+    pthread_create(&a, NULL, older_thread, NULL);
+    pthread_create(&b, NULL, newer_thread, NULL);
+    pthread_barrier_wait(&both_alive);
+    pthread_join(a, NULL);                   /* the older orphan */
+    pthread_barrier_wait(&second_may_exit);
+    pthread_join(b, NULL);                   /* the newer one, holding the blocks */
+    heap_t *holder = atomic_load(&segment_of(handoff[0])->owner);
+    CHECK(holder != NULL && holder != tls_heap);
+    heap_t *taken = NULL;
+    pthread_create(&c, NULL, free_first, &taken);
+    pthread_join(c, NULL);
+    CHECK(taken == holder);
+    pthread_barrier_destroy(&both_alive);
+    pthread_barrier_destroy(&second_may_exit);
+}
+
 /* ---- delayed free: a producer whose pages fill up, a consumer that frees ---- */
 enum { BATCH = 20000, ROUNDS = 30 };
 static void *batch[BATCH];
@@ -199,6 +247,7 @@ int main(void) {
     RUN(release_returns_bytes);
     RUN(exited_threads_heap_goes_to_the_next_thread);
     RUN(unclaimed_heaps_are_abandoned_after_the_delay);
+    RUN(first_free_takes_the_heap_of_its_block);
     RUN(remote_frees_reach_the_owner);
     RUN(numa_segments_follow_the_node);
     return check_failures != 0;
