@@ -52,22 +52,27 @@ void heap_init_process(void) {
     if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
 }
 
+/* Heap structs are carved from a batch one at a time as threads need them
+ * (registry_lock held): linking a whole batch into the spare list up front
+ * would touch every OS page of it (a quarter MiB resident for a program
+ * with one thread). */
 static heap_t *heap_struct_alloc(void) {
+    static uint8_t *batch_next, *batch_end;
     heap_t *h = spare_heaps;
     if (h) {
         spare_heaps = h->next_heap;
         return h;
     }
-    size_t batch = 256 * 1024;
-    uint8_t *mem = os_alloc_aligned(batch, os_page_size());
-    if (!mem) return NULL;
-    size_t n = batch / sizeof(heap_t);
-    for (size_t i = 1; i < n; i++) {
-        heap_t *x = (heap_t *)(mem + i * sizeof(heap_t));
-        x->next_heap = spare_heaps;
-        spare_heaps = x;
+    if (!batch_next || batch_end - batch_next < (ptrdiff_t)sizeof(heap_t)) {
+        size_t batch = 256 * 1024;
+        uint8_t *mem = os_alloc_aligned(batch, os_page_size());
+        if (!mem) return NULL;
+        batch_next = mem;
+        batch_end = mem + batch;
     }
-    return (heap_t *)mem;
+    h = (heap_t *)batch_next;
+    batch_next += sizeof(heap_t);
+    return h;
 }
 
 /* ---- The heap lock (see heap_t) ----------------------------------------
