@@ -83,6 +83,31 @@ static void free_remote(page_t *page, block_t *b) {
     }
 }
 
+/* A block of another heap this thread frees is kept to serve its own next
+ * malloc of the class (heap_t.foreign): the block was just read here, so it
+ * is in this core's cache, where the owner's next block is not (a ring of
+ * threads passing blocks on: every block returned to its owner made every
+ * malloc touch a cold one).  Bounded: FOREIGN_CAP per class, so a thread
+ * that sleeps holds at most that many blocks back from their pages; they
+ * go home when it exits or calls strata_release().  Not for threads without
+ * a heap (they never allocate), pages with checks or aligned blocks, or on
+ * a NUMA machine (the block may be another node's). */
+static inline bool foreign_put(heap_t *heap, page_t *page, block_t *b) {
+    uint32_t c = page->class_idx;
+    /* Not a block of a full page (in its owner's full queue): its owner is
+     * not allocating from it, maybe asleep (Larson's main thread), and the
+     * page can only go back to the OS once its blocks come home. */
+    if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0) return false;
+    page_t *fp = &heap->foreign[c];
+    if (fp->capacity - fp->used >= FOREIGN_CAP || os_numa_node_count() > 1) return false;
+    bool was_empty = fp->free == NULL;
+    block_set_next(fp, b, fp->free);
+    fp->free = b;
+    fp->capacity++;
+    if (was_empty) heap_direct_update(heap, c);
+    return true;
+}
+
 /* Bytes usable from p (inside block b) to its end; with STRATA_CHECK, to
  * the end of what was asked for (the canary follows). */
 static size_t block_usable(page_t *page, block_t *b, const void *p) {
@@ -120,6 +145,9 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
             return NULL;
         }
         if (!canary_check(page, b, p, call)) return NULL;
+    } else if ((b->link ^ b->check) == foreign_link_sum) {
+        strata_report(call, "double free", p, NULL);   /* in a foreign cache (foreign_put) */
+        return NULL;
     } else if (block_link_ok(page, b)) {
         /* Looks free.  The owner confirms with a scan; another thread
          * cannot walk the owner's lists safely and trusts the key (a live
@@ -179,8 +207,9 @@ noinline void strata_free_generic(void *p, page_t *page, const char *call) {
         heap_t *owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_acquire);
         heap_t *self = tls_heap;
         if (likely(owner != NULL && owner != self) &&
-            likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed))) {
-            free_remote(page, b);
+            likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed)) &&
+            likely((b->link ^ b->check) != foreign_link_sum)) {
+            if (!foreign_put(self, page, b)) free_remote(page, b);
             return;
         }
     }

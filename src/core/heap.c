@@ -12,6 +12,7 @@
 #include "onnode.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <sched.h>
 #include <string.h>
 
@@ -48,7 +49,52 @@ static bool exit_key_ready;
 static void heap_thread_exit(void *value);
 static _Atomic(uint32_t) threshold_gen;   /* see heap_option_changed */
 
+/* ---- Foreign caches (see heap_t.foreign and free.c) ---------------------- */
+static uintptr_t foreign_key, foreign_link_key;
+uintptr_t foreign_link_sum;
+
+void heap_foreign_init(heap_t *heap) {
+    for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
+        page_t *fp = &heap->foreign[c];
+        memset(fp, 0, sizeof *fp);
+        fp->key = foreign_key;
+#if defined(STRATA_SECURE)
+        fp->link_key = foreign_link_key;
+#endif
+        fp->div_c = 1;                 /* page_is_block_start holds for any block (debug asserts) */
+        fp->start_limit = UINT64_MAX;
+        fp->class_idx = (uint8_t)c;
+        fp->block_size = class_size[c];
+        atomic_store_explicit(&fp->flags, PAGE_UNUSED, memory_order_relaxed);   /* a free never lands here */
+    }
+}
+
+/* Gives the kept foreign blocks back to their heaps (the thread exits, or
+ * memory is asked back): each is freed again, the cache refusing them. */
+void heap_foreign_flush(heap_t *heap) {
+    for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
+        page_t *fp = &heap->foreign[c];
+        block_t *b = fp->free;
+        if (!b) continue;
+        fp->free = NULL;
+        fp->capacity = fp->used + FOREIGN_CAP;   /* full: the frees below go to the owners */
+        heap_direct_update(heap, c);
+        while (b) {
+            block_t *next = block_next(fp, b);
+            b->check = 0;                          /* live again, as page_pop leaves it */
+            strata_free_generic(b, pagemap_page(b), "free()");
+            b = next;
+        }
+        fp->capacity = fp->used;
+    }
+}
+
 void heap_init_process(void) {
+    foreign_key = os_mix64(strata_secret ^ 0x666f726569676eULL) | ((uintptr_t)1 << 63);
+#if defined(STRATA_SECURE)
+    foreign_link_key = os_mix64(foreign_key ^ strata_secret);
+#endif
+    foreign_link_sum = foreign_link_key ^ foreign_key;
     if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
 }
 
@@ -114,6 +160,10 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
     if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD) ||
         numa_misplaced(numa_heap_node(heap), page))   /* another node's: the next page search parks it */
         page = &page_empty;
+    /* Foreign blocks first: just freed here, so hot in this core's cache. */
+    if (cls < FOREIGN_CLASSES && heap->foreign[cls].free && !strata_check_mode &&
+        (long)class_size[cls] < opt(STRATA_OPTION_LARGE_THRESHOLD))
+        page = &heap->foreign[cls];
     heap->class_page[cls] = page;
     if (class_size[cls] > DIRECT_MAX) return;
     size_t lo = cls == 1 ? 0 : class_size[cls - 1] / 8 + 1;
@@ -182,7 +232,12 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
     if (!heap) {
         heap = heap_struct_alloc();
         if (heap) {
-            memset(heap, 0, sizeof *heap);
+            /* (in_pool around the memset: a remote free may read it through
+             * a stale owner pointer of a segment this struct once owned) */
+            memset(heap, 0, offsetof(heap_t, in_pool));
+            atomic_store_explicit(&heap->in_pool, 0, memory_order_relaxed);
+            memset((uint8_t *)heap + offsetof(heap_t, in_pool) + sizeof heap->in_pool, 0,
+                   sizeof *heap - offsetof(heap_t, in_pool) - sizeof heap->in_pool);
             heap->next_heap = registry;
             if (registry) registry->prev_heap = heap;
             registry = heap;
@@ -190,6 +245,7 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
     }
     pthread_mutex_unlock(&registry_lock);
     if (!heap) return NULL;
+    if (!adopted) heap_foreign_init(heap);
     if (adopted) {
         stat_add(&stats.adopted, heap_segment_count(heap));
         /* Its clock and its demand start now: the time it waited is not
@@ -560,6 +616,7 @@ void heap_orphans_tidy(void) {
 static void heap_thread_exit(void *value) {
     heap_t *heap = value;
     if (!heap || heap != tls_heap) return;
+    heap_foreign_flush(heap);  /* other heaps' blocks go home */
     tls_heap = &heap_empty;    /* later frees in this thread take the remote path */
     if (opt(STRATA_OPTION_PURGE_DELAY_MS) == 0) {   /* nothing is kept: abandoned now */
         heap_abandon(heap, false);

@@ -288,6 +288,8 @@ typedef struct page_queue_s {
 } page_queue_t;
 
 #define QUEUE_FULL (CLASS_COUNT + 1)
+#define FOREIGN_CLASSES 33   /* classes 1..32: up to DIRECT_MAX (1 KiB) */
+#define FOREIGN_CAP 8
 
 typedef struct heap_s {
     page_t *direct[DIRECT_SLOTS];           /* small sizes: page to pop from */
@@ -333,6 +335,12 @@ typedef struct heap_s {
     _Atomic(uint32_t) lock;
     uint32_t lock_depth;                    /* the owner side's nesting */
     _Atomic(uint32_t) pages_reset;          /* a collector emptied full pages: the owner gives them back */
+    /* Foreign blocks (free.c): blocks of other heaps this thread freed,
+     * kept (FOREIGN_CAP per class, up to 1 KiB) to serve its own next
+     * mallocs of the class, as a pseudo page the fast path pops like any
+     * other (heap_direct_update points direct[] at it while it holds some).
+     * capacity counts pushes, used pops. */
+    page_t foreign[FOREIGN_CLASSES];
 } heap_t;
 
 extern heap_t heap_empty;
@@ -384,6 +392,9 @@ bool heap_trylock_remote(heap_t *heap);
 void heap_unlock_remote(heap_t *heap);
 void heap_collect_remote(heap_t *heap);
 void heap_collect_others(bool all);
+void heap_foreign_init(heap_t *heap);
+void heap_foreign_flush(heap_t *heap);
+extern uintptr_t foreign_link_sum;   /* link ^ check of a block in a foreign cache */
 bool heap_owner_idle(const heap_t *heap);
 
 /* page.c */

@@ -3,12 +3,19 @@
  * main thread does, and in pthread_cond_wait — while another thread frees
  * every block.  The memory must come back (resident set read from /proc,
  * not Strata's counters) without the owner running: at least three quarters
- * of it as the blocks are freed, nearly all after strata_release().  Then
+ * of it once the freeing thread has freed them all and the purge delay
+ * has passed, nearly all after strata_release().  Then
  * the owner wakes and allocates and frees the same again, every block
  * checked, so the pages the freeing thread emptied for it are reused
- * correctly.  Linked statically, so malloc here is Strata's. */
+ * correctly.  Also the foreign caches: a block of another thread's heap
+ * freed here serves this thread's next malloc of its class (at most
+ * FOREIGN_CAP per class are held), goes home when this thread exits, and a
+ * second free of it while held is caught.  Linked statically, so malloc
+ * here is Strata's. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -68,6 +75,12 @@ static void *freer(void *arg) {
     (void)arg;
     rss_before = rss_now();
     free_all_checked();
+    /* The owner counts as asleep once it has done no housekeeping for the
+     * purge delay (10 ms); what was freed before that is collected on the
+     * housekeeping clock, which any thread's slow path runs: wait out the
+     * delay, then take such a path (allocations of classes not used yet). */
+    usleep(60 * 1000);
+    for (size_t sz = 3000; sz <= 6000; sz += 1000) free(malloc(sz));
     rss_freed = rss_now();
     strata_release();
     rss_released = rss_now();
@@ -132,6 +145,84 @@ static void owner_in_cond_wait(void) {
     pthread_join(p, NULL);
 }
 
+/* ---- foreign caches ---- */
+enum { KEEP = 64 };
+static void *theirs[KEEP];
+static pthread_barrier_t made, done;
+
+/* Allocates KEEP blocks of 200 bytes and stays alive (its page in use, not
+ * full) until told. */
+static void *holder(void *arg) {
+    (void)arg;
+    for (int i = 0; i < KEEP; i++) theirs[i] = malloc(200);
+    pthread_barrier_wait(&made);
+    pthread_barrier_wait(&done);
+    return NULL;
+}
+
+static void foreign_blocks_serve_this_threads_mallocs(void) {
+    pthread_barrier_init(&made, NULL, 2);
+    pthread_barrier_init(&done, NULL, 2);
+    pthread_t t;
+    pthread_create(&t, NULL, holder, NULL);
+    pthread_barrier_wait(&made);
+    for (int i = 0; i < KEEP; i++) free(theirs[i]);
+    /* The next mallocs of the class are the held blocks, at most FOREIGN_CAP. */
+    int hits = 0;
+    void *mine[KEEP];
+    for (int i = 0; i < KEEP; i++) {
+        mine[i] = malloc(200);
+        for (int k = 0; k < KEEP; k++) hits += mine[i] == theirs[k];
+    }
+    fprintf(stderr, "%d of %d mallocs were blocks of the other thread (cap %d)\n", hits, KEEP, FOREIGN_CAP);
+    CHECK(hits == FOREIGN_CAP);
+    for (int i = 0; i < KEEP; i++) free(mine[i]);
+    pthread_barrier_wait(&done);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&made);
+    pthread_barrier_destroy(&done);
+}
+
+/* The main thread's blocks, freed by a thread that then exits: none stays
+ * held in that thread's cache. */
+static void *free_them_and_exit(void *arg) {
+    (void)arg;
+    free(malloc(16));   /* a heap of its own, so it caches */
+    for (int i = 0; i < KEEP; i++) free(theirs[i]);
+    return NULL;
+}
+
+static void held_blocks_go_home_at_thread_exit(void) {
+    for (int i = 0; i < KEEP; i++) theirs[i] = malloc(200);
+    page_t *page = page_of(segment_of(theirs[0]), theirs[0]);
+    uint32_t before = page->used;
+    pthread_t t;
+    pthread_create(&t, NULL, free_them_and_exit, NULL);
+    pthread_join(t, NULL);
+    page_collect(page);   /* (the owner takes its remote list) */
+    fprintf(stderr, "the page had %u blocks in use, %u after the other thread freed %d and exited\n", before,
+            page->used, KEEP);
+    CHECK(page->used + KEEP == before);
+}
+
+/* A second free of a block held in a foreign cache is a double free. */
+static void double_free_of_a_held_block_is_caught(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        pthread_barrier_init(&made, NULL, 2);
+        pthread_barrier_init(&done, NULL, 2);
+        pthread_t t;
+        pthread_create(&t, NULL, holder, NULL);
+        pthread_barrier_wait(&made);
+        free(theirs[0]);
+        free(theirs[0]);   /* held here: must abort */
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+}
+
 int main(void) {
     if (!rss_now()) {
         printf("SKIP: /proc/self/statm is not readable here\n");
@@ -141,6 +232,9 @@ int main(void) {
     CHECK(blocks != NULL);
     RUN(owner_in_join);
     RUN(owner_in_cond_wait);
+    RUN(foreign_blocks_serve_this_threads_mallocs);
+    RUN(held_blocks_go_home_at_thread_exit);
+    RUN(double_free_of_a_held_block_is_caught);
     free(blocks);
     return check_failures != 0;
 }
