@@ -43,6 +43,7 @@ static heap_t *spare_heaps;     /* free heap structs, linked by next_heap */
  * adopted as before. */
 static heap_t *orphans;
 static _Atomic(uint32_t) orphan_count;   /* read without the lock, to skip it */
+static _Atomic(uint64_t) last_heap_start;   /* ms: a thread last got its heap */
 static pthread_key_t exit_key;
 static bool exit_key_ready;
 
@@ -160,8 +161,10 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
     if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD) ||
         numa_misplaced(numa_heap_node(heap), page))   /* another node's: the next page search parks it */
         page = &page_empty;
-    /* Foreign blocks first: just freed here, so hot in this core's cache. */
-    if (cls < FOREIGN_CLASSES && heap->foreign[cls].free && !strata_check_mode &&
+    /* Foreign blocks first (once the cache filled: free.c), just freed
+     * here, so hot in this core's cache. */
+    if (cls < FOREIGN_CLASSES && heap->foreign[cls].capacity - heap->foreign[cls].used >= FOREIGN_CAP &&
+        !strata_check_mode &&
         (long)class_size[cls] < opt(STRATA_OPTION_LARGE_THRESHOLD))
         page = &heap->foreign[cls];
     heap->class_page[cls] = page;
@@ -245,6 +248,7 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
     }
     pthread_mutex_unlock(&registry_lock);
     if (!heap) return NULL;
+    atomic_store_explicit(&last_heap_start, os_now_ms(), memory_order_relaxed);
     if (!adopted) heap_foreign_init(heap);
     if (adopted) {
         stat_add(&stats.adopted, heap_segment_count(heap));
@@ -551,12 +555,19 @@ size_t heap_orphans_release(bool all) {
     long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
     if (!all && d < 0) return 0;   /* never purged: an orphan waits for a thread */
     uint64_t now = os_now_ms();
+    bool quiet = atomic_load_explicit(&last_heap_start, memory_order_relaxed) + (uint64_t)d <= now;
     size_t n = 0;
     for (;;) {
         heap_t *h = NULL;
         pthread_mutex_lock(&registry_lock);
         for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan) {
-            if (all || (*link)->orphaned_at + (uint64_t)d <= now) {
+            /* While threads keep starting, the pool is drained oldest first
+             * and an orphan waits only for the next start (however late a
+             * loaded machine runs it); it is abandoned once no thread has
+             * started for the delay, or after the longest delay in any case
+             * (threads start, but fewer than exit). */
+            uint64_t t = (*link)->orphaned_at;
+            if (all || (t + (uint64_t)d <= now && (quiet || t + ((uint64_t)d << PURGE_SHIFT_MAX) <= now))) {
                 h = *link;
                 *link = h->next_orphan;
                 h->next_orphan = NULL;
@@ -618,12 +629,19 @@ static void heap_thread_exit(void *value) {
     if (!heap || heap != tls_heap) return;
     heap_foreign_flush(heap);  /* other heaps' blocks go home */
     tls_heap = &heap_empty;    /* later frees in this thread take the remote path */
-    if (opt(STRATA_OPTION_PURGE_DELAY_MS) == 0) {   /* nothing is kept: abandoned now */
+    /* Abandoned now, segment by segment, when nothing is kept (a zero
+     * delay), and where pages must be on their thread's node (STRATA_NUMA=
+     * local on a NUMA machine): there each segment goes to a heap of its
+     * node, and adopted pages reach the fast path only through a page
+     * search that checks the node (numa_fake), which a heap taken whole
+     * would bypass. */
+    int node = numa_heap_node(heap);
+    if (opt(STRATA_OPTION_PURGE_DELAY_MS) == 0 || node >= 0) {
         heap_abandon(heap, false);
         return;
     }
     heap->orphaned_at = os_now_ms();
-    heap->orphan_node = numa_heap_node(heap);
+    heap->orphan_node = node;
     stat_sub(&stats.threads, 1);
     stat_add(&stats.abandoned, 1);
     pthread_mutex_lock(&registry_lock);
