@@ -473,6 +473,9 @@ void heap_collect_remote(heap_t *heap) {
 bool heap_owner_idle(const heap_t *heap) {
     long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
     if (d < 0) return false;   /* never purged: nothing to give back */
+    /* An orphan waits for the next thread, which would fault in again what
+     * was given back; it is abandoned (and purged) if none comes. */
+    if (atomic_load_explicit(&heap->in_pool, memory_order_relaxed)) return false;
     uint64_t m = __atomic_load_n(&heap->maintained_at, __ATOMIC_RELAXED);
     return m == 0 || m + (uint64_t)d <= os_now_ms();
 }
