@@ -13,7 +13,6 @@
 
 #include <pthread.h>
 #include <stddef.h>
-#include <sched.h>
 #include <string.h>
 
 #include "../large/large.h"
@@ -50,52 +49,8 @@ static bool exit_key_ready;
 static void heap_thread_exit(void *value);
 static _Atomic(uint32_t) threshold_gen;   /* see heap_option_changed */
 
-/* ---- Foreign caches (see heap_t.foreign and free.c) ---------------------- */
-static uintptr_t foreign_key, foreign_link_key;
-uintptr_t foreign_link_sum;
-
-void heap_foreign_init(heap_t *heap) {
-    for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
-        page_t *fp = &heap->foreign[c];
-        memset(fp, 0, sizeof *fp);
-        fp->key = foreign_key;
-#if defined(STRATA_SECURE)
-        fp->link_key = foreign_link_key;
-#endif
-        fp->div_c = 1;                 /* page_is_block_start holds for any block (debug asserts) */
-        fp->start_limit = UINT64_MAX;
-        fp->class_idx = (uint8_t)c;
-        fp->block_size = class_size[c];
-        atomic_store_explicit(&fp->flags, PAGE_UNUSED, memory_order_relaxed);   /* a free never lands here */
-    }
-}
-
-/* Gives the kept foreign blocks back to their heaps (the thread exits, or
- * memory is asked back): each is freed again, the cache refusing them. */
-void heap_foreign_flush(heap_t *heap) {
-    for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
-        page_t *fp = &heap->foreign[c];
-        block_t *b = fp->free;
-        if (!b) continue;
-        fp->free = NULL;
-        fp->capacity = fp->used + FOREIGN_CAP;   /* full: the frees below go to the owners */
-        heap_direct_update(heap, c);
-        while (b) {
-            block_t *next = block_next(fp, b);
-            b->check = 0;                          /* live again, as page_pop leaves it */
-            strata_free_generic(b, pagemap_page(b), "free()");
-            b = next;
-        }
-        fp->capacity = fp->used;
-    }
-}
-
 void heap_init_process(void) {
-    foreign_key = os_mix64(strata_secret ^ 0x666f726569676eULL) | ((uintptr_t)1 << 63);
-#if defined(STRATA_SECURE)
-    foreign_link_key = os_mix64(foreign_key ^ strata_secret);
-#endif
-    foreign_link_sum = foreign_link_key ^ foreign_key;
+    foreign_init_process();
     if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
 }
 
@@ -121,36 +76,6 @@ static heap_t *heap_struct_alloc(void) {
     batch_next += sizeof(heap_t);
     return h;
 }
-
-/* ---- The heap lock (see heap_t) ----------------------------------------
- * The owner's fast paths never take it: they touch only pages in the class
- * queues.  Pages in the full queue are touched by the owner's slow paths
- * (marking a page full, handing it back, collecting the delayed list,
- * folding statistics, abandoning) under the lock, so a collector holding it
- * may work on them.  The owner side may nest; a collector only tries. */
-void heap_lock(heap_t *heap) {
-    if (heap->lock_depth++ > 0) return;
-    uint32_t expect = 0;
-    while (!atomic_compare_exchange_weak_explicit(&heap->lock, &expect, 1, memory_order_acquire,
-                                                  memory_order_relaxed)) {
-        expect = 0;
-        sched_yield();   /* a collector's pass is short and bounded */
-    }
-}
-
-void heap_unlock(heap_t *heap) {
-    strata_assert(heap->lock_depth > 0);
-    if (--heap->lock_depth == 0) atomic_store_explicit(&heap->lock, 0, memory_order_release);
-}
-
-bool heap_trylock_remote(heap_t *heap) {
-    uint32_t expect = 0;
-    return atomic_load_explicit(&heap->lock, memory_order_relaxed) == 0 &&
-           atomic_compare_exchange_strong_explicit(&heap->lock, &expect, 2, memory_order_acquire,
-                                                   memory_order_relaxed);
-}
-
-void heap_unlock_remote(heap_t *heap) { atomic_store_explicit(&heap->lock, 0, memory_order_release); }
 
 /* Points direct[] slots of class cls at the class's first page, so the
  * fast path finds it in one load; sizes the fast path must not serve
@@ -420,64 +345,6 @@ void heap_collect_delayed(heap_t *heap) {
         b = next;
     }
     heap_unlock(heap);
-}
-
-/* A collector's pass for an owner that does not collect (the heap lock is
- * held, as 2): the blocks handed over for full pages go onto their pages'
- * local lists, each such page's remote list is taken too, and a page whose
- * blocks all came back is emptied and its memory given back to the OS at
- * once (page_collect_full); the owner gives the page itself back to its
- * segment when it next collects.  A page the owner took off the full queue
- * meanwhile is the owner's: its block is handed back to it.  Nothing the
- * owner's fast paths touch is written here. */
-void heap_collect_remote(heap_t *heap) {
-    atomic_store_explicit(&heap->delayed_pushes, 0, memory_order_relaxed);
-    block_t *b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
-    block_t *back = NULL;   /* for the owner */
-    while (b) {
-        page_t *page = pagemap_page(b);
-        if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
-            (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) ||
-            !block_link_ok_marked(page, b, DELAYED_MARK)) {
-            strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
-            break;
-        }
-        block_t *next = block_next(page, b);
-        if (!(page_flags(page) & PAGE_FULL)) {
-            block_link_marked(page, b, back, DELAYED_MARK);   /* (a list of mixed pages, as the heap's) */
-            back = b;
-        } else {
-            block_set_next(page, b, page->local_free);
-            page->local_free = b;
-            page->used--;
-            page_collect_full(heap, page);
-        }
-        b = next;
-    }
-    while (back) {
-        page_t *page = pagemap_page(back);
-        block_t *next = block_next(page, back);
-        block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
-        do {
-            block_link_marked(page, back, head, DELAYED_MARK);
-        } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, back, memory_order_release,
-                                                        memory_order_relaxed));
-        back = next;
-    }
-}
-
-/* The heap's owner has done no housekeeping for the purge delay: it sleeps
- * (or has stopped allocating), so collecting for it and giving back what
- * came back is no work taken from it.  An owner at work collects itself,
- * and memory given back under it would only be faulted in again. */
-bool heap_owner_idle(const heap_t *heap) {
-    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
-    if (d < 0) return false;   /* never purged: nothing to give back */
-    /* An orphan waits for the next thread, which would fault in again what
-     * was given back; it is abandoned (and purged) if none comes. */
-    if (atomic_load_explicit(&heap->in_pool, memory_order_relaxed)) return false;
-    uint64_t m = __atomic_load_n(&heap->maintained_at, __ATOMIC_RELAXED);
-    return m == 0 || m + (uint64_t)d <= os_now_ms();
 }
 
 /* Collects for other heaps with blocks waiting whose owner has done no

@@ -392,6 +392,7 @@ bool heap_trylock_remote(heap_t *heap);
 void heap_unlock_remote(heap_t *heap);
 void heap_collect_remote(heap_t *heap);
 void heap_collect_others(bool all);
+void foreign_init_process(void);
 void heap_foreign_init(heap_t *heap);
 void heap_foreign_flush(heap_t *heap);
 extern uintptr_t foreign_link_sum;   /* link ^ check of a block in a foreign cache */
