@@ -64,6 +64,7 @@ size_t strata_heap_check(void) {
     size_t problems = 0;
     heap_t *heap = tls_heap;
     if (heap != &heap_empty) {
+        heap_lock(heap);   /* full pages may have a collector at them (heap_collect_remote) */
         for (uint32_t q = 1; q <= QUEUE_FULL; q++) problems += check_queue(heap, q);
         for (int k = 0; k < SEG_KINDS; k++) {
             size_t n = 0;
@@ -77,6 +78,7 @@ size_t strata_heap_check(void) {
                 problems += segment_check(s, heap);
             }
         }
+        heap_unlock(heap);
     }
     problems += segment_check_abandoned();
     const char *why = large_check();

@@ -69,10 +69,54 @@ static void free_remote(page_t *page, block_t *b) {
         block_link_marked(page, b, head, DELAYED_MARK);
     } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
                                                     memory_order_relaxed));
+    /* An owner that sleeps (in pthread_join, a blocking read) never takes
+     * these, and its full pages stay full however much is freed into them.
+     * After REMOTE_COLLECT_AFTER hand-overs it has not collected, if it
+     * has done no housekeeping for the purge delay (heap_owner_idle), this
+     * thread collects for it (heap_collect_remote): pages whose blocks all
+     * came back give their memory back at once.  Chosen over batching on
+     * the freeing side (snmalloc) or transfer caches (tcmalloc), which move
+     * or hold blocks away from their pages and would pin the same memory
+     * on the freeing side; here the cost falls only on hand-overs, once per
+     * full page per collection, never on the plain remote push above.
+     * The lock is tried while FREEING still keeps the heap alive. */
+    uint32_t pushes = atomic_fetch_add_explicit(&heap->delayed_pushes, 1, memory_order_relaxed) + 1;
+    bool collect = pushes >= REMOTE_COLLECT_AFTER && heap_owner_idle(heap) && heap_trylock_remote(heap);
     tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, (tf & ~(uintptr_t)3) | DELAY_NORMAL,
                                                   memory_order_release, memory_order_relaxed)) {
     }
+    if (collect) {
+        heap_collect_remote(heap);
+        heap_unlock_remote(heap);
+    }
+}
+
+/* A block of another heap this thread frees is kept to serve its own next
+ * malloc of the class (heap_t.foreign): the block was just read here, so it
+ * is in this core's cache, where the owner's next block is not (a ring of
+ * threads passing blocks on: every block returned to its owner made every
+ * malloc touch a cold one).  Bounded: FOREIGN_CAP per class, so a thread
+ * that sleeps holds at most that many blocks back from their pages; they
+ * go home when it exits or calls strata_release().  Not for threads without
+ * a heap (they never allocate), pages with checks or aligned blocks, or on
+ * a NUMA machine (the block may be another node's). */
+static inline bool foreign_put(heap_t *heap, page_t *page, block_t *b) {
+    uint32_t c = page->class_idx;
+    /* Not a block of a full page (in its owner's full queue): its owner is
+     * not allocating from it, maybe asleep (Larson's main thread), and the
+     * page can only go back to the OS once its blocks come home. */
+    if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0) return false;
+    page_t *fp = &heap->foreign[c];
+    if (fp->capacity - fp->used >= FOREIGN_CAP || os_numa_node_count() > 1) return false;
+    block_set_next(fp, b, fp->free);
+    fp->free = b;
+    /* The fast path is pointed at the cache once it is full, and comes
+     * back to the class's page through the generic path when it has
+     * drained it: one switch each way per FOREIGN_CAP blocks, not per
+     * block (a switch per block cost Larson a third more time). */
+    if (++fp->capacity - fp->used == FOREIGN_CAP) heap_direct_update(heap, c);
+    return true;
 }
 
 /* Bytes usable from p (inside block b) to its end; with STRATA_CHECK, to
@@ -112,6 +156,9 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
             return NULL;
         }
         if (!canary_check(page, b, p, call)) return NULL;
+    } else if ((b->link ^ b->check) == foreign_link_sum) {
+        strata_report(call, "double free", p, NULL);   /* in a foreign cache (foreign_put) */
+        return NULL;
     } else if (block_link_ok(page, b)) {
         /* Looks free.  The owner confirms with a scan; another thread
          * cannot walk the owner's lists safely and trusts the key (a live
@@ -141,6 +188,13 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
     }
     heap_t *heap = tls_heap;
     heap_t *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
+    /* A thread with no heap yet frees a block of an exited thread's heap
+     * that no thread has taken: it takes that heap (heap_get_or_init_from). */
+    if (heap == &heap_empty && owner != NULL && atomic_load_explicit(&owner->in_pool, memory_order_relaxed)) {
+        heap = heap_get_or_init_from(owner);
+        if (!heap) heap = &heap_empty;
+        owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
+    }
     if (owner == NULL) {
         /* Abandoned by an exited thread: adopt it if it is still on the
          * abandoned list, so its memory is reused or returned — even by a
@@ -165,8 +219,11 @@ noinline void strata_free_generic(void *p, page_t *page, const char *call) {
     if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p)) &&
         likely(!block_link_ok(page, b))) {
         heap_t *owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_acquire);
-        if (likely(owner != NULL && owner != tls_heap)) {
-            free_remote(page, b);
+        heap_t *self = tls_heap;
+        if (likely(owner != NULL && owner != self) &&
+            likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed)) &&
+            likely((b->link ^ b->check) != foreign_link_sum)) {
+            if (!foreign_put(self, page, b)) free_remote(page, b);
             return;
         }
     }

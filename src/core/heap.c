@@ -1,15 +1,18 @@
 /* heap.c — thread-local heaps: created on a thread's first allocation,
- * registered so statistics and fork can find them, abandoned when the
- * thread exits.  Heap structs come from the OS in batches and are reused;
- * the allocator never calls malloc for its own metadata.
+ * registered so statistics and fork can find them, handed whole to the next
+ * new thread when their thread exits (the orphan pool), abandoned segment
+ * by segment when no thread took them within the purge delay.  Heap structs
+ * come from the OS in batches and are reused; the allocator never calls
+ * malloc for its own metadata.
  *
- * Lock: registry_lock (the list of live heaps and the free heap structs),
- * taken after the segment locks at fork.
+ * Lock: registry_lock (the list of live heaps, the orphan pool and the free
+ * heap structs), taken after the segment locks at fork.
  */
 #include "internal.h"
 #include "onnode.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "../large/large.h"
@@ -27,6 +30,19 @@ STRATA_TLS heap_t *tls_heap = &heap_empty;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static heap_t *registry;        /* live heaps */
 static heap_t *spare_heaps;     /* free heap structs, linked by next_heap */
+/* Heaps of exited threads, newest first, linked by next_orphan (still in
+ * the registry).  A thread that exits leaves its heap as it is: pages,
+ * queues, fast-path slots, segments, memory already touched.  The next new
+ * thread of the same node takes it over in one step, so thread churn costs
+ * neither setting a heap up and tearing it down nor fresh memory (page
+ * faults) for every thread.  Remote frees into an orphan's pages keep
+ * going to its lists (the struct stays alive); its new thread collects
+ * them.  An orphan no thread took within the purge delay is abandoned
+ * (heap_orphans_release), so its free pages are purged and its segments
+ * adopted as before. */
+static heap_t *orphans;
+static _Atomic(uint32_t) orphan_count;   /* read without the lock, to skip it */
+static _Atomic(uint64_t) last_heap_start;   /* ms: a thread last got its heap */
 static pthread_key_t exit_key;
 static bool exit_key_ready;
 
@@ -34,22 +50,22 @@ static void heap_thread_exit(void *value);
 static _Atomic(uint32_t) threshold_gen;   /* see heap_option_changed */
 
 void heap_init_process(void) {
+    foreign_init_process();
     if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
 }
 
-/* Heap structs are carved from a batch in address order as threads come,
- * so a batch's memory is touched only as far as heaps were made (threading
- * all of it onto the spare list at once touched the whole 256 KiB: a
- * quarter of a small program's footprint). */
-static uint8_t *batch_next, *batch_end;
-
+/* Heap structs are carved from a batch one at a time as threads need them
+ * (registry_lock held): linking a whole batch into the spare list up front
+ * would touch every OS page of it (a quarter MiB resident for a program
+ * with one thread). */
 static heap_t *heap_struct_alloc(void) {
+    static uint8_t *batch_next, *batch_end;
     heap_t *h = spare_heaps;
     if (h) {
         spare_heaps = h->next_heap;
         return h;
     }
-    if (batch_next == NULL || (size_t)(batch_end - batch_next) < sizeof(heap_t)) {
+    if (!batch_next || batch_end - batch_next < (ptrdiff_t)sizeof(heap_t)) {
         size_t batch = 256 * 1024;
         uint8_t *mem = os_alloc_aligned(batch, os_page_size());
         if (!mem) return NULL;
@@ -70,6 +86,12 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
     if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD) ||
         numa_misplaced(numa_heap_node(heap), page))   /* another node's: the next page search parks it */
         page = &page_empty;
+    /* Foreign blocks first (once the cache filled: free.c), just freed
+     * here, so hot in this core's cache. */
+    if (cls < FOREIGN_CLASSES && heap->foreign[cls].capacity - heap->foreign[cls].used >= FOREIGN_CAP &&
+        !strata_check_mode &&
+        (long)class_size[cls] < opt(STRATA_OPTION_LARGE_THRESHOLD))
+        page = &heap->foreign[cls];
     heap->class_page[cls] = page;
     if (class_size[cls] > DIRECT_MAX) return;
     size_t lo = cls == 1 ? 0 : class_size[cls - 1] / 8 + 1;
@@ -77,23 +99,94 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
     for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
 }
 
-heap_t *heap_get_or_init(void) {
+/* Takes the oldest orphan of node (registry_lock held), or NULL: the
+ * newest are the last to reach their delay, so a burst of exits followed
+ * by a burst of starts (threads joined in order) hands every heap on
+ * before one expires. */
+static heap_t *orphan_take(int node) {
+    heap_t **found = NULL;
+    for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan)
+        if ((*link)->orphan_node == node) found = link;
+    if (!found) return NULL;
+    heap_t *h = *found;
+    *found = h->next_orphan;
+    h->next_orphan = NULL;
+    atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
+    return h;
+}
+
+static uint64_t heap_segment_count(const heap_t *heap) {
+    uint64_t n = 0;
+    for (int k = 0; k < SEG_KINDS; k++)
+        for (const segment_t *s = heap->segments[k]; s; s = s->next) n++;
+    return n;
+}
+
+/* Takes orphan h itself if it is still in the pool (registry_lock held). */
+static heap_t *orphan_take_this(heap_t *h) {
+    for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan) {
+        if (*link != h) continue;
+        *link = h->next_orphan;
+        h->next_orphan = NULL;
+        atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
+        return h;
+    }
+    return NULL;
+}
+
+heap_t *heap_get_or_init(void) { return heap_get_or_init_from(NULL); }
+
+/* The calling thread's heap, made now if it has none: the orphan prefer if
+ * given and still in the pool (a thread whose first call frees a block of
+ * an exited thread's heap takes that heap: it is taking over that thread's
+ * objects, as Larson's threads do, and its frees into them are local and
+ * reuse the memory at once), else the oldest orphan of its node, else a
+ * fresh heap. */
+heap_t *heap_get_or_init_from(heap_t *prefer) {
     heap_t *heap = tls_heap;
     if (likely(heap != &heap_empty)) return heap;
     if (!atomic_load_explicit(&strata_ready, memory_order_acquire)) strata_process_init();
+    /* (A thread heap's node is where its thread runs: heap_empty asks that.) */
+    int node = atomic_load_explicit(&orphan_count, memory_order_relaxed) ? numa_heap_node(&heap_empty) : -1;
     pthread_mutex_lock(&registry_lock);
-    heap = heap_struct_alloc();
-    if (heap) {
-        memset(heap, 0, sizeof *heap);
-        heap->next_heap = registry;
-        if (registry) registry->prev_heap = heap;
-        registry = heap;
+    heap = NULL;
+    if (atomic_load_explicit(&orphan_count, memory_order_relaxed)) {
+        if (prefer && prefer->orphan_node == node) heap = orphan_take_this(prefer);
+        if (!heap) heap = orphan_take(node);
+    }
+    bool adopted = heap != NULL;
+    if (!heap) {
+        heap = heap_struct_alloc();
+        if (heap) {
+            /* (in_pool around the memset: a remote free may read it through
+             * a stale owner pointer of a segment this struct once owned) */
+            memset(heap, 0, offsetof(heap_t, in_pool));
+            atomic_store_explicit(&heap->in_pool, 0, memory_order_relaxed);
+            memset((uint8_t *)heap + offsetof(heap_t, in_pool) + sizeof heap->in_pool, 0,
+                   sizeof *heap - offsetof(heap_t, in_pool) - sizeof heap->in_pool);
+            heap->next_heap = registry;
+            if (registry) registry->prev_heap = heap;
+            registry = heap;
+        }
     }
     pthread_mutex_unlock(&registry_lock);
     if (!heap) return NULL;
-    for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
-    for (size_t i = 0; i <= CLASS_COUNT; i++) heap->class_page[i] = &page_empty;
-    heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
+    atomic_store_explicit(&last_heap_start, os_now_ms(), memory_order_relaxed);
+    if (!adopted) heap_foreign_init(heap);
+    if (adopted) {
+        stat_add(&stats.adopted, heap_segment_count(heap));
+        /* Its clock and its demand start now: the time it waited is not
+         * idle time of this thread (heap_purge_pass would purge at once
+         * what the new thread is about to use). */
+        __atomic_store_n(&heap->maintained_at, 0, __ATOMIC_RELAXED);
+        heap->demand_at = os_now_ms();
+    } else {
+        for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
+        for (size_t i = 0; i <= CLASS_COUNT; i++) heap->class_page[i] = &page_empty;
+        heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
+    }
     tls_heap = heap;
     stat_add(&stats.threads, 1);
     /* Set last: with many keys, glibc may allocate here, and the heap is ready. */
@@ -254,7 +347,8 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
 void heap_maintain(heap_t *heap) {
     uint64_t wall = os_now_ms();
     if (wall == heap->maintained_at) return;
-    heap->maintained_at = wall;
+    /* (atomic: heap_collect_others reads it to tell an idle heap, by wall time) */
+    __atomic_store_n(&heap->maintained_at, wall, __ATOMIC_RELAXED);
     uint64_t now = wall - heap->wait_ms;
     if (wall >= heap->sampled_at + RUN_SAMPLE_MS || (heap->purge_due && now >= heap->purge_due)) {
         heap_run_sample(heap, wall);
@@ -270,6 +364,8 @@ void heap_maintain(heap_t *heap) {
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
     if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) {
+        heap_orphans_release(false);   /* first: what it abandons is purged below */
+        heap_collect_others(false);    /* heaps whose threads sleep */
         segment_cache_release(false);
         large_collect(wall);
     }
@@ -283,25 +379,48 @@ void heap_maintain(heap_t *heap) {
  * a block met twice is a double free (page_free_local reports it). */
 void heap_collect_delayed(heap_t *heap) {
     block_t *b = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
-    if (!b) return;
+    if (!b && !atomic_load_explicit(&heap->pages_reset, memory_order_relaxed)) return;
+    heap_lock(heap);
+    atomic_store_explicit(&heap->delayed_pushes, 0, memory_order_relaxed);
+    if (atomic_exchange_explicit(&heap->pages_reset, 0, memory_order_relaxed)) heap_return_reset_pages(heap);
     b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
     while (b) {
         page_t *page = pagemap_page(b);          /* page_foreign: not in a segment */
         if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
             (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok_marked(page, b, DELAYED_MARK)) {
             strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
-            return;
+            break;
         }
         block_t *next = block_next(page, b);
-        if (!page_free_local(heap, page, b, "free()")) return;
+        if (!page_free_local(heap, page, b, "free()")) break;
         b = next;
     }
+    heap_unlock(heap);
+}
+
+/* Collects for other heaps with blocks waiting whose owner has done no
+ * housekeeping for the purge delay (all: whatever their owner does, as
+ * strata_release asks), so remote frees to a thread that sleeps are
+ * collected on the clock even when too few came to trigger the freeing
+ * side (REMOTE_COLLECT_AFTER).  Only tries each heap's lock. */
+void heap_collect_others(bool all) {
+    pthread_mutex_lock(&registry_lock);
+    for (heap_t *h = registry; h; h = h->next_heap) {
+        if (h == tls_heap || !atomic_load_explicit(&h->delayed_free, memory_order_relaxed)) continue;
+        if (!all && !heap_owner_idle(h)) continue;
+        if (!heap_trylock_remote(h)) continue;
+        heap_collect_remote(h);
+        heap_unlock_remote(h);
+    }
+    pthread_mutex_unlock(&registry_lock);
 }
 
 /* The heap's thread is gone (or, after fork, never existed in this process):
  * stop remote frees from reaching it, give back what is empty, and leave the
- * rest on the abandoned list for other threads to adopt. */
-void heap_abandon(heap_t *heap, bool force) {
+ * rest on the abandoned list for other threads to adopt.  The struct stays
+ * registered (heap_unregister). */
+static void heap_abandon_memory(heap_t *heap, bool force) {
+    heap_lock(heap);   /* a collector that holds it finishes first; none comes after (NEVER) */
     /* The back-off and the budget described this thread's pattern; its
      * free pages are due after the plain delay now (nobody here will want
      * them back; an adopter reuses them before they are due). */
@@ -327,23 +446,133 @@ void heap_abandon(heap_t *heap, bool force) {
     }
     for (int k = 0; k < SEG_KINDS; k++)
         while (heap->segments[k]) segment_abandon(heap, heap->segments[k]);
-    stat_sub(&stats.threads, 1);
-    stat_add(&stats.abandoned, 1);
-    pthread_mutex_lock(&registry_lock);
+    heap_unlock(heap);
+}
+
+/* The struct leaves the registry for the spare list (registry_lock held). */
+static void heap_unregister(heap_t *heap) {
     if (heap->prev_heap) heap->prev_heap->next_heap = heap->next_heap;
     else registry = heap->next_heap;
     if (heap->next_heap) heap->next_heap->prev_heap = heap->prev_heap;
     heap->next_heap = spare_heaps;
     spare_heaps = heap;
+}
+
+void heap_abandon(heap_t *heap, bool force) {
+    heap_abandon_memory(heap, force);
+    stat_sub(&stats.threads, 1);
+    stat_add(&stats.abandoned, 1);
+    pthread_mutex_lock(&registry_lock);
+    heap_unregister(heap);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* Abandons the orphans no thread took within the purge delay (all: every
+ * one, as strata_release does), so their free pages are purged and their
+ * segments adopted one by one.  Each is taken off the pool under the lock
+ * first: nothing else reaches it then.  Returns how many went. */
+size_t heap_orphans_release(bool all) {
+    if (atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0) return 0;
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    if (!all && d < 0) return 0;   /* never purged: an orphan waits for a thread */
+    uint64_t now = os_now_ms();
+    bool quiet = atomic_load_explicit(&last_heap_start, memory_order_relaxed) + (uint64_t)d <= now;
+    size_t n = 0;
+    for (;;) {
+        heap_t *h = NULL;
+        pthread_mutex_lock(&registry_lock);
+        for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan) {
+            /* While threads keep starting, the pool is drained oldest first
+             * and an orphan waits only for the next start (however late a
+             * loaded machine runs it); it is abandoned once no thread has
+             * started for the delay, or after the longest delay in any case
+             * (threads start, but fewer than exit). */
+            uint64_t t = (*link)->orphaned_at;
+            if (all || (t + (uint64_t)d <= now && (quiet || t + ((uint64_t)d << PURGE_SHIFT_MAX) <= now))) {
+                h = *link;
+                *link = h->next_orphan;
+                h->next_orphan = NULL;
+                atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
+                atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
+                break;
+            }
+        }
+        pthread_mutex_unlock(&registry_lock);
+        if (!h) return n;
+        __atomic_store_n(&h->maintained_at, 0, __ATOMIC_RELAXED);   /* its free pages' delay starts now */
+        heap_abandon_memory(h, false);
+        pthread_mutex_lock(&registry_lock);
+        heap_unregister(h);
+        pthread_mutex_unlock(&registry_lock);
+        n++;
+    }
+}
+
+/* Collects what other threads freed into the orphans' pages and folds
+ * their statistics, so counts read now include frees into the heaps of
+ * exited threads (as they did when exited threads' heaps were abandoned at
+ * once).  Each orphan is taken off the pool while it is tidied (nobody
+ * else reaches it then) and put back. */
+void heap_orphans_tidy(void) {
+    if (atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0) return;
+    pthread_mutex_lock(&registry_lock);
+    heap_t *list = orphans;
+    orphans = NULL;
+    atomic_store_explicit(&orphan_count, 0, memory_order_relaxed);
+    for (heap_t *h = list; h; h = h->next_orphan) atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&registry_lock);
+    heap_t *last = NULL;
+    uint32_t n = 0;
+    for (heap_t *h = list; h; h = h->next_orphan) {
+        heap_lock(h);
+        heap_collect_delayed(h);
+        for (uint32_t q = 1; q <= QUEUE_FULL; q++)
+            for (page_t *p = h->queues[q].first, *pn; p; p = pn) {
+                pn = p->next;
+                page_collect(p);
+                if (q == QUEUE_FULL && p->free) page_unfull(h, p);
+            }
+        heap_unlock(h);
+        last = h;
+        n++;
+    }
+    if (!last) return;
+    pthread_mutex_lock(&registry_lock);
+    for (heap_t *h = list; h; h = h->next_orphan) atomic_store_explicit(&h->in_pool, 1, memory_order_relaxed);
+    last->next_orphan = orphans;
+    orphans = list;
+    atomic_fetch_add_explicit(&orphan_count, n, memory_order_relaxed);
     pthread_mutex_unlock(&registry_lock);
 }
 
 static void heap_thread_exit(void *value) {
     heap_t *heap = value;
     if (!heap || heap != tls_heap) return;
+    heap_foreign_flush(heap);  /* other heaps' blocks go home */
     tls_heap = &heap_empty;    /* later frees in this thread take the remote path */
-    heap_abandon(heap, false);
+    /* Abandoned now, segment by segment, when nothing is kept (a zero
+     * delay), and where pages must be on their thread's node (STRATA_NUMA=
+     * local on a NUMA machine): there each segment goes to a heap of its
+     * node, and adopted pages reach the fast path only through a page
+     * search that checks the node (numa_fake), which a heap taken whole
+     * would bypass. */
+    int node = numa_heap_node(heap);
+    if (opt(STRATA_OPTION_PURGE_DELAY_MS) == 0 || node >= 0) {
+        heap_abandon(heap, false);
+        return;
+    }
+    heap->orphaned_at = os_now_ms();
+    heap->orphan_node = node;
+    stat_sub(&stats.threads, 1);
+    stat_add(&stats.abandoned, 1);
+    pthread_mutex_lock(&registry_lock);
+    heap->next_orphan = orphans;
+    orphans = heap;
+    atomic_store_explicit(&heap->in_pool, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&orphan_count, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&registry_lock);
 }
+
 
 void heap_visit_all(heap_visit_fn *fn, void *arg) {
     pthread_mutex_lock(&registry_lock);
@@ -351,8 +580,16 @@ void heap_visit_all(heap_visit_fn *fn, void *arg) {
     pthread_mutex_unlock(&registry_lock);
 }
 
-void heap_fork_prepare(void) { pthread_mutex_lock(&registry_lock); }
-void heap_fork_parent(void) { pthread_mutex_unlock(&registry_lock); }
+/* The forking thread's own heap is locked too, so the child never sees a
+ * collector's pass half done on it. */
+void heap_fork_prepare(void) {
+    if (tls_heap != &heap_empty) heap_lock(tls_heap);
+    pthread_mutex_lock(&registry_lock);
+}
+void heap_fork_parent(void) {
+    pthread_mutex_unlock(&registry_lock);
+    if (tls_heap != &heap_empty) heap_unlock(tls_heap);
+}
 
 /* In the child only the forking thread exists.  The other threads may have
  * been anywhere inside their heaps when fork() copied them — their lists
@@ -365,9 +602,12 @@ void heap_fork_child(void) {
     pthread_mutex_init(&registry_lock, NULL);
     heap_t *self = tls_heap;
     registry = NULL;
+    orphans = NULL;   /* (dropped with the other threads' heaps) */
+    atomic_store_explicit(&orphan_count, 0, memory_order_relaxed);
     if (self != &heap_empty) {
         self->next_heap = self->prev_heap = NULL;
         registry = self;
+        heap_unlock(self);   /* (locked in prepare) */
     }
     stat_sub(&stats.threads, atomic_load_explicit(&stats.threads, memory_order_relaxed) - (self != &heap_empty));
     /* A thread that was handing a block to us (FREEING) is gone: its block

@@ -300,12 +300,18 @@ typedef struct page_queue_s {
 } page_queue_t;
 
 #define QUEUE_FULL (CLASS_COUNT + 1)
+#define FOREIGN_CLASSES 33   /* classes 1..32: up to DIRECT_MAX (1 KiB) */
+#define FOREIGN_CAP 8
 
 typedef struct heap_s {
     page_t *direct[DIRECT_SLOTS];           /* small sizes: page to pop from */
     page_t *class_page[CLASS_COUNT + 1];    /* every class: page to pop from */
     page_queue_t queues[CLASS_COUNT + 2];   /* per class, and the full queue */
     _Atomic(block_t *) delayed_free;
+    /* Hand-overs to delayed_free since the heap was last collected: past
+     * REMOTE_COLLECT_AFTER the freeing thread collects for the owner (see
+     * heap_collect_remote). */
+    _Atomic(uint32_t) delayed_pushes;
     segment_t *segments[SEG_KINDS];          /* owned; ones with free pages first */
     uint64_t purge_due;                     /* ms: next time free pages may need purging */
     uint64_t maintained_at;                 /* ms: last slow-path housekeeping */
@@ -334,6 +340,25 @@ typedef struct heap_s {
     uint64_t wait_ms;
     uint64_t run_delay_base;
     uint64_t sampled_at;                    /* wall ms: run delay last read */
+    /* Orphan pool (heap.c): a heap whose thread exited waits, whole, for
+     * the next new thread of its node. */
+    struct heap_s *next_orphan;
+    uint64_t orphaned_at;                   /* ms */
+    int orphan_node;
+    _Atomic(uint32_t) in_pool;              /* waiting in the orphan pool (read by remote frees) */
+    /* Remote collection (heap.c): the lock guards the full queue's pages
+     * between the owner's slow paths (heap_lock, reentrant) and a thread
+     * that collects for an owner that does not (heap_trylock_remote).
+     * 0 free, 1 the owner side, 2 a collector. */
+    _Atomic(uint32_t) lock;
+    uint32_t lock_depth;                    /* the owner side's nesting */
+    _Atomic(uint32_t) pages_reset;          /* a collector emptied full pages: the owner gives them back */
+    /* Foreign blocks (free.c): blocks of other heaps this thread freed,
+     * kept (FOREIGN_CAP per class, up to 1 KiB) to serve its own next
+     * mallocs of the class, as a pseudo page the fast path pops like any
+     * other (heap_direct_update points direct[] at it while it holds some).
+     * capacity counts pushes, used pops. */
+    page_t foreign[FOREIGN_CLASSES];
 } heap_t;
 
 extern heap_t heap_empty;
@@ -364,6 +389,7 @@ void strata_process_init(void);
 
 /* heap.c */
 heap_t *heap_get_or_init(void);
+heap_t *heap_get_or_init_from(heap_t *prefer);
 void heap_abandon(heap_t *heap, bool force);
 void heap_collect_delayed(heap_t *heap);
 void heap_direct_update(heap_t *heap, uint32_t cls);
@@ -374,6 +400,24 @@ typedef void heap_visit_fn(const heap_t *heap, void *arg);
 void heap_visit_all(heap_visit_fn *fn, void *arg);
 void heap_maintain(heap_t *heap);
 void heap_option_changed(int o);
+size_t heap_orphans_release(bool all);
+void heap_orphans_tidy(void);
+/* Remote collection: an owner that sleeps (pthread_join, a blocking read)
+ * never collects what other threads free into its full pages; past
+ * REMOTE_COLLECT_AFTER hand-overs the freeing thread does it, and the
+ * housekeeping clock and strata_release do it for heaps idle for the delay. */
+#define REMOTE_COLLECT_AFTER 32
+void heap_lock(heap_t *heap);
+void heap_unlock(heap_t *heap);
+bool heap_trylock_remote(heap_t *heap);
+void heap_unlock_remote(heap_t *heap);
+void heap_collect_remote(heap_t *heap);
+void heap_collect_others(bool all);
+void foreign_init_process(void);
+void heap_foreign_init(heap_t *heap);
+void heap_foreign_flush(heap_t *heap);
+extern uintptr_t foreign_link_sum;   /* link ^ check of a block in a foreign cache */
+bool heap_owner_idle(const heap_t *heap);
 
 /* page.c */
 void page_queue_push_front(page_queue_t *q, page_t *page);
@@ -384,6 +428,8 @@ void page_stats_release(heap_t *heap, page_t *page);
 void heap_fold_stats(heap_t *heap);
 void page_extend(page_t *page);
 void page_collect(page_t *page);
+void page_collect_full(heap_t *heap, page_t *page);
+void heap_return_reset_pages(heap_t *heap);
 bool page_set_delay(page_t *page, delay_state state, bool force);
 void page_retire(heap_t *heap, page_t *page);
 void page_unfull(heap_t *heap, page_t *page);

@@ -26,6 +26,8 @@ static uint32_t gcd32(uint32_t a, uint32_t b) {
 }
 #endif
 
+static inline bool page_has_remote(const page_t *page);
+
 static void page_set_span(page_t *page) {
     __atomic_store_n(&page->span, page->capacity * page->block_size, __ATOMIC_RELAXED);
     __atomic_store_n(&page->start_limit, (uint64_t)page->capacity * (page->div_c * page->block_size), __ATOMIC_RELAXED);
@@ -68,10 +70,15 @@ void page_fold_stats(heap_t *heap, page_t *page) {
     page->frees_folded = frees;
 }
 
-/* Folds every page of the heap (its owner asks, e.g. to print statistics). */
+/* Folds every page of the heap (its owner asks, e.g. to print statistics).
+ * The full queue's pages under the heap lock (a collector may be at them). */
 void heap_fold_stats(heap_t *heap) {
-    for (uint32_t q = 1; q <= QUEUE_FULL; q++)
+    for (uint32_t q = 1; q < QUEUE_FULL; q++)
         for (page_t *p = heap->queues[q].first; p; p = p->next) page_fold_stats(heap, p);
+    if (!heap->queues[QUEUE_FULL].first) return;
+    heap_lock(heap);
+    for (page_t *p = heap->queues[QUEUE_FULL].first; p; p = p->next) page_fold_stats(heap, p);
+    heap_unlock(heap);
 }
 
 /* A page leaves its class (owner only): its last counts go to the heap. */
@@ -244,6 +251,76 @@ void page_collect(page_t *page) {
     }
 }
 
+/* A collector's view of a full page of a heap whose owner does not collect
+ * (heap_collect_remote; the heap lock is held): takes the page's remote
+ * list.  If every block came back, the page is emptied — lists dropped,
+ * nothing carved, its memory given back to the OS now — and left in the
+ * full queue for the owner to give back to its segment
+ * (heap_return_reset_pages): only the owner may change its queues and
+ * segments.  Otherwise the page is watched again (DELAY_USE), so the next
+ * remote free into it is handed over and counted.  Not a word the owner's
+ * fast paths read is written: a full page is on none of them. */
+void page_collect_full(heap_t *heap, page_t *page) {
+    for (;;) {
+        uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, tf & 3, memory_order_acq_rel,
+                                                      memory_order_relaxed)) {
+        }
+        uint32_t n = 0;
+        uintptr_t start = (uintptr_t)page->start, span = page->span;
+        block_t *head = (block_t *)(tf & ~(uintptr_t)3), *tail = NULL;
+        for (block_t *b = head; b; b = block_next(page, b)) {
+            if (n >= page->used || (uintptr_t)b - start >= span) {
+                strata_report("free()", n >= page->used ? "double free" : "corrupted free list", b, NULL);
+                if (tail) block_set_next(page, tail, NULL);
+                else head = NULL;
+                break;
+            }
+            tail = b;
+            n++;
+        }
+        if (tail) {
+            block_set_next(page, tail, page->local_free);
+            page->local_free = head;
+        }
+        page->used -= n;
+        if (page->used == 0) {
+            segment_t *seg = segment_of(page);
+            uint8_t *area;
+            size_t bytes = page_area_of(seg, page, &area);
+            /* (is_zero is the owner's to write, when it gives the page back:
+             * its segment scans read it; capacity 0 tells it the page was
+             * purged here, see page_give_back) */
+            if (os_purge(area, bytes) == 0) {
+                page->free = page->local_free = NULL;   /* (the blocks read as zero now) */
+                page->capacity = 0;
+                page_set_span(page);
+                stat_add(&stats.purged, bytes);
+                stat_sub(&stats.committed, bytes);
+            }
+            atomic_store_explicit(&heap->pages_reset, 1, memory_order_relaxed);
+            return;
+        }
+        page_set_delay(page, DELAY_USE, false);
+        if (!page_has_remote(page)) return;
+        page_set_delay(page, DELAY_NORMAL, false);
+    }
+}
+
+/* The owner's side of page_collect_full (heap lock held): full pages a
+ * collector emptied go back to their segments. */
+void heap_return_reset_pages(heap_t *heap) {
+    page_queue_t *q = &heap->queues[QUEUE_FULL];
+    for (page_t *page = q->first, *next; page; page = next) {
+        next = page->next;
+        if (page->used != 0) continue;
+        page_queue_remove(q, page);
+        page_flags_clear(page, PAGE_FULL);
+        page_set_delay(page, DELAY_NORMAL, false);
+        segment_page_free(heap, page);
+    }
+}
+
 /* Counts a free list, stopping at the first link that is out of the page,
  * off a block boundary or broken, or after bound blocks.  *bad gets the
  * offending block (NULL if none); *tail the last good one. */
@@ -356,6 +433,7 @@ static inline bool page_has_remote(const page_t *page) {
 static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
     uint32_t cls = page->class_idx;   /* (the page's segment may be unmapped below) */
     page_queue_remove(q, page);
+    heap_lock(heap);   /* once watched, a collector may take it (heap_collect_remote) */
     /* Watched like a full page: the next remote free hands its block to the
      * heap, so the page is collected again (and parked again, or given back
      * when its last block comes home). */
@@ -372,6 +450,7 @@ static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
         page_flags_add(page, PAGE_FULL);
         page_queue_push_back(&heap->queues[QUEUE_FULL], page);
     }
+    heap_unlock(heap);
     heap_direct_update(heap, cls);
 }
 
@@ -461,15 +540,19 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
             return page;
         }
         /* Full: mark it so the next remote free tells us, then check that no
-         * remote free slipped in before the mark. */
+         * remote free slipped in before the mark.  Under the heap lock: once
+         * marked, a collector may take the page (heap_collect_remote). */
+        heap_lock(heap);
         page_set_delay(page, DELAY_USE, false);
         if (page_has_remote(page)) {
             page_set_delay(page, DELAY_NORMAL, false);
+            heap_unlock(heap);
             continue;                      /* collect again */
         }
         page_queue_remove(q, page);
         page_flags_add(page, PAGE_FULL);
         page_queue_push_back(&heap->queues[QUEUE_FULL], page);
+        heap_unlock(heap);
         page = next;
     }
     page = segment_page_alloc(heap, cls <= class_of(SMALL_CLASS_MAX_SIZE) ? SEG_SMALL : SEG_MEDIUM);
@@ -483,14 +566,21 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
  * or become empty.  (Also used for blocks handed over by other threads.)
  * False when b was already free (reported). */
 bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call) {
+    /* A full page may have a collector at it (heap_collect_remote). */
+    bool full = page_flags(page) & PAGE_FULL;
+    if (full) heap_lock(heap);
     if (block_link_ok(page, b) && page_holds_free(page, b)) {
         strata_report(call, "double free", b, NULL);
+        if (full) heap_unlock(heap);
         return false;
     }
     block_set_next(page, b, page->local_free);
     page->local_free = b;
     page->used--;
-    if (page_flags(page) & PAGE_FULL) page_unfull(heap, page);
+    if (full) {
+        page_unfull(heap, page);
+        heap_unlock(heap);
+    }
     if (page->used == 0) page_retire(heap, page);
     return true;
 }

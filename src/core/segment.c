@@ -158,10 +158,12 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     if (!seg) {
         /* The refused mapping has run the reclaim hooks already (the cache,
          * the large tier's empty reservations).  What is left is this
-         * heap's own empty segments (of the other kind, or another node):
-         * to the cache with them, and take any one from there. */
+         * heap's own empty segments (of the other kind, or another node),
+         * and those of exited threads' heaps no thread took yet: to the
+         * cache with them, and take any one from there. */
         heap_release_kept_all(heap);
         segment_purge_idle(heap, os_now_ms(), true, NULL);
+        heap_orphans_release(true);   /* exited threads' heaps: their empty segments too */
         seg = segment_from_cache(-1);
         if (!seg) fresh = (seg = segment_map()) != NULL;
         if (!seg) return NULL;
@@ -363,6 +365,9 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind) {
 static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
     strata_assert(seg->used_pages > 0 && !(page_flags(page) & PAGE_UNUSED));
     page_stats_release(heap, page);
+    /* Nothing carved: a collector emptied it and gave its memory back
+     * (page_collect_full), so no purge is due. */
+    if (page->capacity == 0) page->is_zero = 1;
     page_flags_store(page, PAGE_UNUSED);
     page->block_size = 0;
     page->free = page->local_free = NULL;
@@ -371,7 +376,9 @@ static void page_give_back(heap_t *heap, segment_t *seg, page_t *page) {
     heap_page_held(heap, -1);
     stat_sub(&stats.pages, 1);
     long delay = heap_purge_delay(heap);
-    if (delay == 0) page_purge(seg, page);
+    if (delay == 0) {
+        if (!page->is_zero) page_purge(seg, page);   /* (a collector may have purged it: page_collect_full) */
+    }
     else if (delay > 0) {
         /* Rounded up to a quarter of the delay: pages freed about the same
          * time come due in the same pass, and neighbours go in one madvise. */

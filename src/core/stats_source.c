@@ -40,6 +40,7 @@ static void class_totals_get(class_totals *t) {
      * were folded at their last housekeeping (a few ms at most while they
      * allocate; a heap that sleeps shows what it had then). */
     if (tls_heap != &heap_empty) heap_fold_stats(tls_heap);
+    heap_orphans_tidy();   /* exited threads' heaps: frees into them since they exited */
     heap_visit_all(add_heap, t);
     numa_node_heaps_each(add_node_heap, t);   /* strata_malloc_onnode's heaps, folded under their locks */
 }

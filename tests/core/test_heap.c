@@ -1,5 +1,6 @@
 /* Heaps, segments and pages, seen from inside: the segment map, purging
- * after the delay, abandonment and adoption at thread exit, the delayed
+ * after the delay, an exited thread's heap taken whole by the next thread
+ * or abandoned and adopted segment by segment after the delay, the delayed
  * free hand-over for full pages, and NUMA placement on a faked two-node
  * machine.  Linked statically, so malloc here is Strata's. */
 #include <pthread.h>
@@ -67,7 +68,16 @@ static void *allocate_and_exit(void *arg) {
     return NULL;
 }
 
-static void exited_threads_memory_is_adopted(void) {
+static void *first_malloc_and_heap(void *arg) {
+    void **out = arg;
+    out[0] = malloc(48);
+    out[1] = tls_heap;
+    return NULL;
+}
+
+/* A thread that exits leaves its heap whole; the next new thread takes it
+ * over at once: its pages, its segment, the memory it touched. */
+static void exited_threads_heap_goes_to_the_next_thread(void) {
     strata_stats_t a, b, c;
     strata_stats_get(&a);
     pthread_t t;
@@ -75,15 +85,90 @@ static void exited_threads_memory_is_adopted(void) {
     pthread_join(t, NULL);
     strata_stats_get(&b);
     CHECK(b.abandoned == a.abandoned + 1);
+    segment_t *seg = segment_of(handoff[0]);
+    heap_t *orphan = atomic_load(&seg->owner);
+    CHECK(orphan != NULL && orphan != tls_heap);   /* kept whole, not abandoned */
+    void *got[2];
+    pthread_create(&t, NULL, first_malloc_and_heap, got);
+    pthread_join(t, NULL);
+    strata_stats_get(&c);
+    CHECK(got[1] == orphan);                 /* the same heap */
+    CHECK(segment_of(got[0]) == seg);        /* a block of the exited thread's page */
+    CHECK(c.reserved == b.reserved);         /* no segment mapped for it */
+    CHECK(c.adopted > b.adopted);
+    free(got[0]);
+    for (int i = 0; i < HANDOFF; i++) free(handoff[i]);
+}
+
+/* An exited thread's heap that no new thread takes within the purge delay
+ * is abandoned: its segments go on the abandoned list, and a thread that
+ * frees into one adopts it. */
+static void unclaimed_heaps_are_abandoned_after_the_delay(void) {
+    strata_stats_t b, c;
+    pthread_t t;
+    pthread_create(&t, NULL, allocate_and_exit, NULL);
+    pthread_join(t, NULL);
+    CHECK(atomic_load(&segment_of(handoff[0])->owner) != NULL);
+    usleep(40 * 1000);                       /* the delay is 10 ms */
+    /* Any slow path runs the housekeeping: allocate from fresh classes. */
+    void *q = malloc(2500), *r = malloc(6500);
+    free(q);
+    free(r);
+    strata_stats_get(&b);
     for (int i = 0; i < HANDOFF; i++) {
         CHECK(segment_of(handoff[i])->owner == NULL || segment_of(handoff[i])->owner == tls_heap);
         free(handoff[i]);
     }
     strata_stats_get(&c);
     CHECK(c.adopted > b.adopted);
-    /* the adopting thread owns the segment now, so its frees are local */
-    void *p = handoff[0];
-    (void)p;
+}
+
+/* A thread whose first call frees a block of an exited thread's heap takes
+ * that heap (not the oldest waiting one): Larson's threads take over the
+ * objects of the threads before them, and their frees are then local. */
+static pthread_barrier_t both_alive, second_may_exit;
+
+static void *older_thread(void *arg) {
+    (void)arg;
+    free(malloc(48));
+    pthread_barrier_wait(&both_alive);
+    return NULL;
+}
+
+static void *newer_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < HANDOFF; i++) handoff[i] = malloc(48);
+    pthread_barrier_wait(&both_alive);
+    pthread_barrier_wait(&second_may_exit);
+    return NULL;
+}
+
+static void *free_first(void *arg) {
+    heap_t **out = arg;
+    free(handoff[0]);
+    *out = tls_heap;
+    for (int i = 1; i < HANDOFF; i++) free(handoff[i]);
+    return NULL;
+}
+
+static void first_free_takes_the_heap_of_its_block(void) {
+    pthread_barrier_init(&both_alive, NULL, 3);
+    pthread_barrier_init(&second_may_exit, NULL, 2);
+    pthread_t a, b, c;
+    pthread_create(&a, NULL, older_thread, NULL);
+    pthread_create(&b, NULL, newer_thread, NULL);
+    pthread_barrier_wait(&both_alive);
+    pthread_join(a, NULL);                   /* the older orphan */
+    pthread_barrier_wait(&second_may_exit);
+    pthread_join(b, NULL);                   /* the newer one, holding the blocks */
+    heap_t *holder = atomic_load(&segment_of(handoff[0])->owner);
+    CHECK(holder != NULL && holder != tls_heap);
+    heap_t *taken = NULL;
+    pthread_create(&c, NULL, free_first, &taken);
+    pthread_join(c, NULL);
+    CHECK(taken == holder);
+    pthread_barrier_destroy(&both_alive);
+    pthread_barrier_destroy(&second_may_exit);
 }
 
 /* ---- delayed free: a producer whose pages fill up, a consumer that frees ---- */
@@ -160,7 +245,9 @@ int main(void) {
     RUN(segmap_knows_our_pointers);
     RUN(idle_pages_are_purged_after_the_delay);
     RUN(release_returns_bytes);
-    RUN(exited_threads_memory_is_adopted);
+    RUN(exited_threads_heap_goes_to_the_next_thread);
+    RUN(unclaimed_heaps_are_abandoned_after_the_delay);
+    RUN(first_free_takes_the_heap_of_its_block);
     RUN(remote_frees_reach_the_owner);
     RUN(numa_segments_follow_the_node);
     return check_failures != 0;

@@ -1,0 +1,56 @@
+/* foreign.c — foreign caches: blocks of other heaps that a thread freed,
+ * kept (FOREIGN_CAP per class up to 1 KiB) as a pseudo page per class that
+ * its fast path pops like any other, so its next mallocs get blocks this
+ * core touched last (free.c's foreign_put says which blocks are kept).
+ */
+#include "internal.h"
+
+#include <string.h>
+
+static uintptr_t foreign_key, foreign_link_key;
+uintptr_t foreign_link_sum;
+
+/* Keys of the pseudo pages: one per process, top bit set (see block_t). */
+void foreign_init_process(void) {
+    foreign_key = os_mix64(strata_secret ^ 0x666f726569676eULL) | ((uintptr_t)1 << 63);
+#if defined(STRATA_SECURE)
+    foreign_link_key = os_mix64(foreign_key ^ strata_secret);
+#endif
+    foreign_link_sum = foreign_link_key ^ foreign_key;
+}
+
+void heap_foreign_init(heap_t *heap) {
+    for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
+        page_t *fp = &heap->foreign[c];
+        memset(fp, 0, sizeof *fp);
+        fp->key = foreign_key;
+#if defined(STRATA_SECURE)
+        fp->link_key = foreign_link_key;
+#endif
+        fp->div_c = 1;                 /* page_is_block_start holds for any block (debug asserts) */
+        fp->start_limit = UINT64_MAX;
+        fp->class_idx = (uint8_t)c;
+        fp->block_size = class_size[c];
+        atomic_store_explicit(&fp->flags, PAGE_UNUSED, memory_order_relaxed);   /* a free never lands here */
+    }
+}
+
+/* Gives the kept foreign blocks back to their heaps (the thread exits, or
+ * memory is asked back): each is freed again, the cache refusing them. */
+void heap_foreign_flush(heap_t *heap) {
+    for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
+        page_t *fp = &heap->foreign[c];
+        block_t *b = fp->free;
+        if (!b) continue;
+        fp->free = NULL;
+        fp->capacity = fp->used + FOREIGN_CAP;   /* full: the frees below go to the owners */
+        heap_direct_update(heap, c);
+        while (b) {
+            block_t *next = block_next(fp, b);
+            b->check = 0;                          /* live again, as page_pop leaves it */
+            strata_free_generic(b, pagemap_page(b), "free()");
+            b = next;
+        }
+        fp->capacity = fp->used;
+    }
+}

@@ -1,0 +1,97 @@
+/* remote.c — collecting for an owner that does not: the heap lock that
+ * lets another thread work on a heap's full pages, and the collection a
+ * freeing thread (or the housekeeping clock: heap_collect_others in heap.c)
+ * does for an owner that sleeps, so remote frees to it do not pin memory
+ * (issue 9).  The page side is page_collect_full (page.c).
+ */
+#include "internal.h"
+
+#include <sched.h>
+
+/* ---- The heap lock (see heap_t) ----------------------------------------
+ * The owner's fast paths never take it: they touch only pages in the class
+ * queues.  Pages in the full queue are touched by the owner's slow paths
+ * (marking a page full, handing it back, collecting the delayed list,
+ * folding statistics, abandoning) under the lock, so a collector holding it
+ * may work on them.  The owner side may nest; a collector only tries. */
+void heap_lock(heap_t *heap) {
+    if (heap->lock_depth++ > 0) return;
+    uint32_t expect = 0;
+    while (!atomic_compare_exchange_weak_explicit(&heap->lock, &expect, 1, memory_order_acquire,
+                                                  memory_order_relaxed)) {
+        expect = 0;
+        sched_yield();   /* a collector's pass is short and bounded */
+    }
+}
+
+void heap_unlock(heap_t *heap) {
+    strata_assert(heap->lock_depth > 0);
+    if (--heap->lock_depth == 0) atomic_store_explicit(&heap->lock, 0, memory_order_release);
+}
+
+bool heap_trylock_remote(heap_t *heap) {
+    uint32_t expect = 0;
+    return atomic_load_explicit(&heap->lock, memory_order_relaxed) == 0 &&
+           atomic_compare_exchange_strong_explicit(&heap->lock, &expect, 2, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+void heap_unlock_remote(heap_t *heap) { atomic_store_explicit(&heap->lock, 0, memory_order_release); }
+
+/* The heap's owner has done no housekeeping for the purge delay: it sleeps
+ * (or has stopped allocating), so collecting for it and giving back what
+ * came back is no work taken from it.  An owner at work collects itself,
+ * and memory given back under it would only be faulted in again. */
+bool heap_owner_idle(const heap_t *heap) {
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    if (d < 0) return false;   /* never purged: nothing to give back */
+    /* An orphan waits for the next thread, which would fault in again what
+     * was given back; it is abandoned (and purged) if none comes. */
+    if (atomic_load_explicit(&heap->in_pool, memory_order_relaxed)) return false;
+    uint64_t m = __atomic_load_n(&heap->maintained_at, __ATOMIC_RELAXED);
+    return m == 0 || m + (uint64_t)d <= os_now_ms();
+}
+
+/* A collector's pass for an owner that does not collect (the heap lock is
+ * held, as 2): the blocks handed over for full pages go onto their pages'
+ * local lists, each such page's remote list is taken too, and a page whose
+ * blocks all came back is emptied and its memory given back to the OS at
+ * once (page_collect_full); the owner gives the page itself back to its
+ * segment when it next collects.  A page the owner took off the full queue
+ * meanwhile is the owner's: its block is handed back to it.  Nothing the
+ * owner's fast paths touch is written here. */
+void heap_collect_remote(heap_t *heap) {
+    atomic_store_explicit(&heap->delayed_pushes, 0, memory_order_relaxed);
+    block_t *b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
+    block_t *back = NULL;   /* for the owner */
+    while (b) {
+        page_t *page = pagemap_page(b);
+        if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
+            (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) ||
+            !block_link_ok_marked(page, b, DELAYED_MARK)) {
+            strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
+            break;
+        }
+        block_t *next = block_next(page, b);
+        if (!(page_flags(page) & PAGE_FULL)) {
+            block_link_marked(page, b, back, DELAYED_MARK);   /* (a list of mixed pages, as the heap's) */
+            back = b;
+        } else {
+            block_set_next(page, b, page->local_free);
+            page->local_free = b;
+            page->used--;
+            page_collect_full(heap, page);
+        }
+        b = next;
+    }
+    while (back) {
+        page_t *page = pagemap_page(back);
+        block_t *next = block_next(page, back);
+        block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
+        do {
+            block_link_marked(page, back, head, DELAYED_MARK);
+        } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, back, memory_order_release,
+                                                        memory_order_relaxed));
+        back = next;
+    }
+}

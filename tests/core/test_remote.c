@@ -1,0 +1,240 @@
+/* Remote frees to an owner that sleeps (issue 9): a thread allocates 64 MiB
+ * of small blocks of many sizes, then blocks — in pthread_join, as Larson's
+ * main thread does, and in pthread_cond_wait — while another thread frees
+ * every block.  The memory must come back (resident set read from /proc,
+ * not Strata's counters) without the owner running: at least three quarters
+ * of it once the freeing thread has freed them all and the purge delay
+ * has passed, nearly all after strata_release().  Then
+ * the owner wakes and allocates and frees the same again, every block
+ * checked, so the pages the freeing thread emptied for it are reused
+ * correctly.  Also the foreign caches: a block of another thread's heap
+ * freed here serves this thread's next malloc of its class (at most
+ * FOREIGN_CAP per class are held), goes home when this thread exits, and a
+ * second free of it while held is caught.  Linked statically, so malloc
+ * here is Strata's. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/internal.h"
+
+#define MIB ((size_t)1 << 20)
+#define TOTAL (64 * MIB)
+
+static void **blocks;
+static size_t nblocks;
+static size_t rss_before, rss_freed, rss_released;
+
+/* Resident bytes of the process from /proc/self/statm (no malloc). */
+static size_t rss_now(void) {
+    char buf[128];
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *s = strchr(buf, ' ');
+    return s ? strtoull(s + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+static size_t block_size(size_t i) { return 64 + (i * 2654435761u) % 961; }   /* 64..1024 B */
+
+static void allocate_all(void) {
+    size_t bytes = 0;
+    nblocks = 0;
+    while (bytes < TOTAL) {
+        size_t sz = block_size(nblocks);
+        unsigned char *p = malloc(sz);
+        CHECK(p != NULL);
+        if (!p) return;
+        memset(p, (int)(nblocks & 0xff), sz);
+        blocks[nblocks++] = p;
+        bytes += sz;
+    }
+}
+
+static void free_all_checked(void) {
+    for (size_t i = 0; i < nblocks; i++) {
+        unsigned char *p = blocks[i];
+        size_t sz = block_size(i);
+        if (p[0] != (unsigned char)(i & 0xff) || p[sz - 1] != (unsigned char)(i & 0xff)) {
+            CHECK(!"block overwritten");
+            break;
+        }
+        free(p);
+    }
+}
+
+/* The freeing thread: frees everything while the owner sleeps, measures. */
+static void *freer(void *arg) {
+    (void)arg;
+    rss_before = rss_now();
+    free_all_checked();
+    /* The owner counts as asleep once it has done no housekeeping for the
+     * purge delay (10 ms); what was freed before that is collected on the
+     * housekeeping clock, which any thread's slow path runs: wait out the
+     * delay, then take such a path (allocations of classes not used yet). */
+    usleep(60 * 1000);
+    for (size_t sz = 3000; sz <= 6000; sz += 1000) free(malloc(sz));
+    rss_freed = rss_now();
+    strata_release();
+    rss_released = rss_now();
+    return NULL;
+}
+
+static void report(const char *how) {
+    fprintf(stderr, "%s: RSS %zu MiB with the blocks, %zu MiB after the remote frees, %zu MiB after strata_release\n",
+            how, rss_before / MIB, rss_freed / MIB, rss_released / MIB);
+}
+
+static void check_memory_came_back(void) {
+    CHECK(rss_before > rss_freed && rss_before - rss_freed >= TOTAL * 3 / 4);
+    CHECK(rss_before > rss_released && rss_before - rss_released >= TOTAL * 7 / 8);
+}
+
+/* The owner sleeps in pthread_join on the thread that frees its blocks. */
+static void owner_in_join(void) {
+    allocate_all();
+    pthread_t t;
+    pthread_create(&t, NULL, freer, NULL);
+    pthread_join(t, NULL);
+    report("owner in pthread_join");
+    check_memory_came_back();
+    allocate_all();            /* awake: the emptied pages are reused */
+    free_all_checked();
+    CHECK(strata_heap_check() == 0);
+}
+
+/* A producer thread that blocks on a condition while its consumer frees. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int stage;
+
+static void *producer(void *arg) {
+    (void)arg;
+    allocate_all();
+    pthread_mutex_lock(&mu);
+    stage = 1;
+    pthread_cond_broadcast(&cv);
+    while (stage < 2) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    allocate_all();
+    free_all_checked();
+    CHECK(strata_heap_check() == 0);
+    return NULL;
+}
+
+static void owner_in_cond_wait(void) {
+    pthread_t p;
+    pthread_create(&p, NULL, producer, NULL);
+    pthread_mutex_lock(&mu);
+    while (stage < 1) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    freer(NULL);
+    report("owner in pthread_cond_wait");
+    check_memory_came_back();
+    pthread_mutex_lock(&mu);
+    stage = 2;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    pthread_join(p, NULL);
+}
+
+/* ---- foreign caches ---- */
+enum { KEEP = 64 };
+static void *theirs[KEEP];
+static pthread_barrier_t made, done;
+
+/* Allocates KEEP blocks of 200 bytes and stays alive (its page in use, not
+ * full) until told. */
+static void *holder(void *arg) {
+    (void)arg;
+    for (int i = 0; i < KEEP; i++) theirs[i] = malloc(200);
+    pthread_barrier_wait(&made);
+    pthread_barrier_wait(&done);
+    return NULL;
+}
+
+static void foreign_blocks_serve_this_threads_mallocs(void) {
+    pthread_barrier_init(&made, NULL, 2);
+    pthread_barrier_init(&done, NULL, 2);
+    pthread_t t;
+    pthread_create(&t, NULL, holder, NULL);
+    pthread_barrier_wait(&made);
+    for (int i = 0; i < KEEP; i++) free(theirs[i]);
+    /* The next mallocs of the class are the held blocks, at most FOREIGN_CAP. */
+    int hits = 0;
+    void *mine[KEEP];
+    for (int i = 0; i < KEEP; i++) {
+        mine[i] = malloc(200);
+        for (int k = 0; k < KEEP; k++) hits += mine[i] == theirs[k];
+    }
+    fprintf(stderr, "%d of %d mallocs were blocks of the other thread (cap %d)\n", hits, KEEP, FOREIGN_CAP);
+    CHECK(hits == FOREIGN_CAP);
+    for (int i = 0; i < KEEP; i++) free(mine[i]);
+    pthread_barrier_wait(&done);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&made);
+    pthread_barrier_destroy(&done);
+}
+
+/* The main thread's blocks, freed by a thread that then exits: none stays
+ * held in that thread's cache. */
+static void *free_them_and_exit(void *arg) {
+    (void)arg;
+    free(malloc(16));   /* a heap of its own, so it caches */
+    for (int i = 0; i < KEEP; i++) free(theirs[i]);
+    return NULL;
+}
+
+static void held_blocks_go_home_at_thread_exit(void) {
+    for (int i = 0; i < KEEP; i++) theirs[i] = malloc(200);
+    page_t *page = page_of(segment_of(theirs[0]), theirs[0]);
+    uint32_t before = page->used;
+    pthread_t t;
+    pthread_create(&t, NULL, free_them_and_exit, NULL);
+    pthread_join(t, NULL);
+    page_collect(page);   /* (the owner takes its remote list) */
+    fprintf(stderr, "the page had %u blocks in use, %u after the other thread freed %d and exited\n", before,
+            page->used, KEEP);
+    CHECK(page->used + KEEP == before);
+}
+
+/* A second free of a block held in a foreign cache is a double free. */
+static void double_free_of_a_held_block_is_caught(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        pthread_barrier_init(&made, NULL, 2);
+        pthread_barrier_init(&done, NULL, 2);
+        pthread_t t;
+        pthread_create(&t, NULL, holder, NULL);
+        pthread_barrier_wait(&made);
+        free(theirs[0]);
+        free(theirs[0]);   /* held here: must abort */
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+}
+
+int main(void) {
+    if (!rss_now()) {
+        printf("SKIP: /proc/self/statm is not readable here\n");
+        return 77;
+    }
+    blocks = malloc(TOTAL / 64 * sizeof *blocks);
+    CHECK(blocks != NULL);
+    RUN(owner_in_join);
+    RUN(owner_in_cond_wait);
+    RUN(foreign_blocks_serve_this_threads_mallocs);
+    RUN(held_blocks_go_home_at_thread_exit);
+    RUN(double_free_of_a_held_block_is_caught);
+    free(blocks);
+    return check_failures != 0;
+}
