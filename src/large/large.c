@@ -296,7 +296,11 @@ static bool touched_in_part(void) {
 static void stripe_refresh(stripe_t *s) {
     s->arena.cfg.purge_delay_ms = purge_delay();
     s->arena.cfg.dirty_limit = cache_limit(s);
-    s->arena.cfg.dirty_apart = LARGE_DIRTY_APART && !s->arena.cfg.first_fit && touched_in_part();
+    /* (Kept apart, dirty blocks are reused whole and need the tail purge
+     * at allocation that alloc_slow does only while one thread allocates;
+     * without it they pile up more than coalesced ones do.) */
+    s->arena.cfg.dirty_apart = LARGE_DIRTY_APART && !s->arena.cfg.first_fit && touched_in_part() &&
+                               atomic_load_explicit(&stats.threads, memory_order_relaxed) <= 1;
 }
 
 static void stripe_lock(stripe_t *s) {
