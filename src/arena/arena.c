@@ -568,6 +568,18 @@ static bool maybe_give_back(arena_t *a, ablock *b) {
     return false;
 }
 
+/* b, free, joins its free neighbour p just before it (p's tree entries are
+ * the caller's to drop first): b's node goes, p grows; returns p. */
+static ablock *merge_into_prev(arena_t *a, ablock *p, ablock *b) {
+    size_t grow = b->size;
+    addr_remove(a, b);
+    list_remove(a, b);
+    count_block(a, b, -1);
+    unit_put(a, b);
+    set_size(a, p, p->size + grow);
+    return p;
+}
+
 /* dirty_apart: b, free and clean, in no tree, merges with its clean free
  * neighbours (dirty ones stay apart) and enters the tree. */
 static ablock *coalesce_clean(arena_t *a, ablock *b) {
@@ -581,15 +593,9 @@ static ablock *coalesce_clean(arena_t *a, ablock *b) {
     }
     ablock *p = b->prev;
     if (mergeable(b, p) && !p->in_dirty_tree) {
-        size_t grow = b->size;
         extent_hull(p, &lo, &hi);
         size_remove(a, p);
-        addr_remove(a, b);
-        list_remove(a, b);
-        count_block(a, b, -1);
-        unit_put(a, b);
-        set_size(a, p, p->size + grow);
-        b = p;
+        b = merge_into_prev(a, p, b);
     }
     set_extent(a, b, lo, hi);
     b->reach = 0;
@@ -623,16 +629,10 @@ static void free_block(arena_t *a, ablock *b) {
         set_size(a, b, b->size + grow);
     }
     for (ablock *p = b->prev; mergeable(b, p); p = b->prev) {
-        size_t grow = b->size;
         extent_hull(p, &lo, &hi);
         size_remove(a, p);
         dirty_remove(a, p);
-        addr_remove(a, b);
-        list_remove(a, b);
-        count_block(a, b, -1);
-        unit_put(a, b);
-        set_size(a, p, p->size + grow);
-        b = p;
+        b = merge_into_prev(a, p, b);
     }
     set_extent(a, b, lo, hi);
     b->freed_ms = now_ms(a);

@@ -212,36 +212,43 @@ static bool page_list_scattered(const page_t *page) {
  * double free from another thread (a cycle) or a link pointing elsewhere
  * is reported here and can never make the walk run away.  (Each link's
  * check word is verified when the block is popped.) */
+/* Takes the remote list out of tf onto local_free: the walk behind
+ * page_collect and page_collect_full, bounded by the blocks out and by the
+ * page's span (see page_collect). */
+static void page_take_remote(page_t *page, uintptr_t tf) {
+    block_t *head = (block_t *)(tf & ~(uintptr_t)3);
+    block_t *tail = NULL;
+    uint32_t n = 0, used = page->used;
+    uintptr_t start = (uintptr_t)page->start, span = page->span;   /* only the owner (or the locked collector) changes them */
+    for (block_t *b = head; b; b = block_next(page, b)) {
+        const char *what = NULL;
+        if (n >= used) what = "double free";                         /* more frees than blocks out */
+        else if ((uintptr_t)b - start >= span) what = "corrupted free list";
+        if (what) {
+            strata_report("free()", what, b, NULL);
+            /* warn mode: what follows is dropped; those blocks stay
+             * counted as in use (leaked, never handed out twice). */
+            if (tail) block_set_next(page, tail, NULL);
+            else head = NULL;
+            break;
+        }
+        tail = b;
+        n++;
+    }
+    if (tail) {
+        block_set_next(page, tail, page->local_free);
+        page->local_free = head;
+    }
+    page->used -= n;
+}
+
 void page_collect(page_t *page) {
     uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     if (tf & ~(uintptr_t)3) {
         while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, tf & 3,
                                                       memory_order_acq_rel, memory_order_relaxed)) {
         }
-        block_t *head = (block_t *)(tf & ~(uintptr_t)3);
-        block_t *tail = NULL;
-        uint32_t n = 0, used = page->used;
-        uintptr_t start = (uintptr_t)page->start, span = page->span;   /* only the owner changes them */
-        for (block_t *b = head; b; b = block_next(page, b)) {
-            const char *what = NULL;
-            if (n >= used) what = "double free";                         /* more frees than blocks out */
-            else if ((uintptr_t)b - start >= span) what = "corrupted free list";
-            if (what) {
-                strata_report("free()", what, b, NULL);
-                /* warn mode: what follows is dropped; those blocks stay
-                 * counted as in use (leaked, never handed out twice). */
-                if (tail) block_set_next(page, tail, NULL);
-                else head = NULL;
-                break;
-            }
-            tail = b;
-            n++;
-        }
-        if (tail) {
-            block_set_next(page, tail, page->local_free);
-            page->local_free = head;
-        }
-        page->used -= n;
+        page_take_remote(page, tf);
     }
     heap_t *heap = atomic_load_explicit(&page->heap, memory_order_relaxed);
     if (heap) page_fold_stats(heap, page);
@@ -266,24 +273,7 @@ void page_collect_full(heap_t *heap, page_t *page) {
         while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, tf & 3, memory_order_acq_rel,
                                                       memory_order_relaxed)) {
         }
-        uint32_t n = 0;
-        uintptr_t start = (uintptr_t)page->start, span = page->span;
-        block_t *head = (block_t *)(tf & ~(uintptr_t)3), *tail = NULL;
-        for (block_t *b = head; b; b = block_next(page, b)) {
-            if (n >= page->used || (uintptr_t)b - start >= span) {
-                strata_report("free()", n >= page->used ? "double free" : "corrupted free list", b, NULL);
-                if (tail) block_set_next(page, tail, NULL);
-                else head = NULL;
-                break;
-            }
-            tail = b;
-            n++;
-        }
-        if (tail) {
-            block_set_next(page, tail, page->local_free);
-            page->local_free = head;
-        }
-        page->used -= n;
+        page_take_remote(page, tf);
         if (page->used == 0) {
             segment_t *seg = segment_of(page);
             uint8_t *area;

@@ -243,6 +243,7 @@ void sb_budget_take(size_t n) {
         return;
     }
     unsigned idle_rounds = 0;
+    uint64_t idle_since = 0;
     for (;;) {
         size_t cur = atomic_load_explicit(&sb.resident, memory_order_acquire);
         if (cur + n <= sb.budget_pages) {
@@ -263,7 +264,14 @@ void sb_budget_take(size_t n) {
          * they can go); other threads may be writing back what they
          * took; only when that does not help either, go over. */
         if (atomic_load_explicit(&sb.ra_inflight, memory_order_relaxed) && sb_ra_settle_all() > 0) continue;
-        if (atomic_load_explicit(&sb.resident, memory_order_acquire) < cur || ++idle_rounds < 64) {
+        /* Other threads' loads in progress hold what is not evictable yet
+         * (eight threads of budget/8 runs: all of it); they become
+         * evictable when they land.  So wait for a while of wall time, not
+         * a count of yields, which eight runnable threads on two CPUs use
+         * up before a read of a run completes. */
+        if (idle_rounds++ == 0) idle_since = os_now_ms();
+        if (atomic_load_explicit(&sb.resident, memory_order_acquire) < cur ||
+            os_now_ms() < idle_since + SB_LOAD_WAIT_MS) {
             sched_yield();
             continue;
         }

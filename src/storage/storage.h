@@ -55,6 +55,7 @@ enum {
 struct sb_group_s;
 struct sb_member_s;
 #define SB_STALL_MS 100     /* after a failed write-back, no eviction for this long */
+#define SB_LOAD_WAIT_MS 50  /* nothing evictable: how long loads in flight may take to land before going over */
 
 typedef struct sb_state_s {
     _Atomic int ready;
