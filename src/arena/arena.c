@@ -704,15 +704,29 @@ bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable) {
         if (usable) *usable = b->size;
         return true;
     }
+    /* The free space after b may be several free blocks (kept apart while
+     * dirty, see dirty_apart): the run of them, as far as needed.  The
+     * ones before the last are taken whole; the last as in one block. */
+    size_t room = b->size;
     ablock *n = b->next;
-    if (!mergeable(b, n) || b->size + n->size < size) return false;
-    size_t take = size - b->size;
+    while (mergeable(b, n) && room + n->size < size) {
+        room += n->size;
+        n = n->next;
+    }
+    if (!mergeable(b, n)) return false;
+    size_t take = size - room;
     if (n->size - take < a->cfg.min_split) take = n->size;
     if (a->ops.commit) {
         /* Commit before changing anything, so failure leaves all as it was. */
         ablock probe = *b;
-        probe.size = b->size + take;
+        probe.size = room + take;
         if (ensure_commit(a, &probe) != 0) return false;
+    }
+    while (b->next != n) {   /* the whole ones: b grows over each */
+        ablock *m = b->next;
+        size_t grow = m->size;
+        drop_free_block(a, m);
+        set_size(a, b, b->size + grow);
     }
     if (take == n->size) {
         drop_free_block(a, n);
