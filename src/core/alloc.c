@@ -64,6 +64,13 @@ static void *big_alloc(heap_t *heap, size_t size, size_t align, bool zero) {
     return p ? p : large_alloc_reclaiming(heap, size, align, zero);
 }
 
+/* A large request the thread cache did not serve (heap made). */
+static void *large_uncached(heap_t *heap, size_t size, bool zero) {
+    if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+    heap_maintain(heap);   /* small pages are purged on the clock while only large blocks come */
+    return big_alloc(heap, size, 16, zero);
+}
+
 /* Above the size classes: the large tier's thread cache (a pop, no lock),
  * as free() tries it first; else (nothing cached, or the cache says no to
  * keep the clocks running) the generic path's large case. */
@@ -74,9 +81,7 @@ static noinline void *malloc_large(heap_t *heap, size_t size) {
         heap = heap_get_or_init();
         if (!heap) { errno = ENOMEM; return NULL; }
     }
-    if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-    heap_maintain(heap);   /* small pages are purged on the clock while only large blocks come */
-    return big_alloc(heap, size, 16, false);
+    return large_uncached(heap, size, false);
 }
 
 noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
@@ -85,11 +90,8 @@ noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
         if (!heap) { errno = ENOMEM; return NULL; }
     }
     if (unlikely((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE)) {
-        if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
         void *cached = zero ? NULL : large_cache_alloc(size);   /* the large tier's thread cache: no clock, no lock */
-        if (cached) return cached;
-        heap_maintain(heap);   /* small pages are purged on the clock while only large blocks come */
-        return big_alloc(heap, size, 16, zero);
+        return cached ? cached : large_uncached(heap, size, zero);
     }
     size_t asked = size;
     if (unlikely(strata_check_mode)) {

@@ -64,11 +64,7 @@ static void free_remote(page_t *page, block_t *b) {
      * the owner learns the page has room.  FREEING keeps the heap alive.
      * The link is guarded with b's own page key (see heap_collect_delayed). */
     heap_t *heap = atomic_load_explicit(&page->heap, memory_order_acquire);
-    block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
-    do {
-        block_link_marked(page, b, head, DELAYED_MARK);
-    } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
-                                                    memory_order_relaxed));
+    heap_delayed_push(heap, page, b);
     /* An owner that sleeps (in pthread_join, a blocking read) never takes
      * these, and its full pages stay full however much is freed into them.
      * After REMOTE_COLLECT_AFTER hand-overs it has not collected, if it
@@ -156,7 +152,7 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
             return NULL;
         }
         if (!canary_check(page, b, p, call)) return NULL;
-    } else if ((b->link ^ b->check) == foreign_link_sum) {
+    } else if (block_in_foreign_cache(b)) {
         strata_report(call, "double free", p, NULL);   /* in a foreign cache (foreign_put) */
         return NULL;
     } else if (block_link_ok(page, b)) {
@@ -222,7 +218,7 @@ noinline void strata_free_generic(void *p, page_t *page, const char *call) {
         heap_t *self = tls_heap;
         if (likely(owner != NULL && owner != self) &&
             likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed)) &&
-            likely((b->link ^ b->check) != foreign_link_sum)) {
+            likely(!block_in_foreign_cache(b))) {
             if (!foreign_put(self, page, b)) free_remote(page, b);
             return;
         }

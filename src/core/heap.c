@@ -99,6 +99,16 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
     for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
 }
 
+/* Takes the orphan *link names out of the pool (registry_lock held). */
+static heap_t *orphan_unlink(heap_t **link) {
+    heap_t *h = *link;
+    *link = h->next_orphan;
+    h->next_orphan = NULL;
+    atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
+    return h;
+}
+
 /* Takes the oldest orphan of node (registry_lock held), or NULL: the
  * newest are the last to reach their delay, so a burst of exits followed
  * by a burst of starts (threads joined in order) hands every heap on
@@ -107,13 +117,7 @@ static heap_t *orphan_take(int node) {
     heap_t **found = NULL;
     for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan)
         if ((*link)->orphan_node == node) found = link;
-    if (!found) return NULL;
-    heap_t *h = *found;
-    *found = h->next_orphan;
-    h->next_orphan = NULL;
-    atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
-    return h;
+    return found ? orphan_unlink(found) : NULL;
 }
 
 static uint64_t heap_segment_count(const heap_t *heap) {
@@ -126,12 +130,7 @@ static uint64_t heap_segment_count(const heap_t *heap) {
 /* Takes orphan h itself if it is still in the pool (registry_lock held). */
 static heap_t *orphan_take_this(heap_t *h) {
     for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan) {
-        if (*link != h) continue;
-        *link = h->next_orphan;
-        h->next_orphan = NULL;
-        atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
-        return h;
+        if (*link == h) return orphan_unlink(link);
     }
     return NULL;
 }
@@ -372,6 +371,29 @@ void heap_maintain(heap_t *heap) {
     heap_fold_stats(heap);   /* keeps the statistics a few ms fresh for other threads */
 }
 
+/* Hands b (of page) to heap through its delayed list: the heap learns its
+ * full page has room (see free_remote).  The link is guarded with b's own
+ * page key and DELAYED_MARK. */
+void heap_delayed_push(heap_t *heap, page_t *page, block_t *b) {
+    block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
+    do {
+        block_link_marked(page, b, head, DELAYED_MARK);
+    } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+/* The page of b, taken from heap's delayed list, or NULL (reported) when b
+ * is not a handed-over block of one of heap's pages in use. */
+page_t *heap_delayed_page(heap_t *heap, block_t *b) {
+    page_t *page = pagemap_page(b);          /* page_foreign: not in a segment */
+    if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
+        (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok_marked(page, b, DELAYED_MARK)) {
+        strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
+        return NULL;
+    }
+    return page;
+}
+
 /* Frees blocks other threads handed over through the delayed list.  Each
  * block is checked (a block start of a page this heap owns, link intact)
  * before it is read; a bad one is reported and the rest of the list is
@@ -385,12 +407,8 @@ void heap_collect_delayed(heap_t *heap) {
     if (atomic_exchange_explicit(&heap->pages_reset, 0, memory_order_relaxed)) heap_return_reset_pages(heap);
     b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
     while (b) {
-        page_t *page = pagemap_page(b);          /* page_foreign: not in a segment */
-        if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
-            (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok_marked(page, b, DELAYED_MARK)) {
-            strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
-            break;
-        }
+        page_t *page = heap_delayed_page(heap, b);
+        if (!page) break;
         block_t *next = block_next(page, b);
         if (!page_free_local(heap, page, b, "free()")) break;
         b = next;
@@ -489,11 +507,7 @@ size_t heap_orphans_release(bool all) {
              * (threads start, but fewer than exit). */
             uint64_t t = (*link)->orphaned_at;
             if (all || (t + (uint64_t)d <= now && (quiet || t + ((uint64_t)d << PURGE_SHIFT_MAX) <= now))) {
-                h = *link;
-                *link = h->next_orphan;
-                h->next_orphan = NULL;
-                atomic_store_explicit(&h->in_pool, 0, memory_order_relaxed);
-                atomic_fetch_sub_explicit(&orphan_count, 1, memory_order_relaxed);
+                h = orphan_unlink(link);
                 break;
             }
         }

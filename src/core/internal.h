@@ -392,6 +392,8 @@ heap_t *heap_get_or_init(void);
 heap_t *heap_get_or_init_from(heap_t *prefer);
 void heap_abandon(heap_t *heap, bool force);
 void heap_collect_delayed(heap_t *heap);
+void heap_delayed_push(heap_t *heap, page_t *page, block_t *b);
+page_t *heap_delayed_page(heap_t *heap, block_t *b);
 void heap_direct_update(heap_t *heap, uint32_t cls);
 void heap_fork_prepare(void);
 void heap_fork_parent(void);
@@ -417,6 +419,7 @@ void foreign_init_process(void);
 void heap_foreign_init(heap_t *heap);
 void heap_foreign_flush(heap_t *heap);
 extern uintptr_t foreign_link_sum;   /* link ^ check of a block in a foreign cache */
+static inline bool block_in_foreign_cache(const block_t *b) { return (b->link ^ b->check) == foreign_link_sum; }
 bool heap_owner_idle(const heap_t *heap);
 
 /* page.c */

@@ -65,13 +65,8 @@ void heap_collect_remote(heap_t *heap) {
     block_t *b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
     block_t *back = NULL;   /* for the owner */
     while (b) {
-        page_t *page = pagemap_page(b);
-        if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
-            (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) ||
-            !block_link_ok_marked(page, b, DELAYED_MARK)) {
-            strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
-            break;
-        }
+        page_t *page = heap_delayed_page(heap, b);
+        if (!page) break;
         block_t *next = block_next(page, b);
         if (!(page_flags(page) & PAGE_FULL)) {
             block_link_marked(page, b, back, DELAYED_MARK);   /* (a list of mixed pages, as the heap's) */
@@ -87,11 +82,7 @@ void heap_collect_remote(heap_t *heap) {
     while (back) {
         page_t *page = pagemap_page(back);
         block_t *next = block_next(page, back);
-        block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
-        do {
-            block_link_marked(page, back, head, DELAYED_MARK);
-        } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, back, memory_order_release,
-                                                        memory_order_relaxed));
+        heap_delayed_push(heap, page, back);
         back = next;
     }
 }

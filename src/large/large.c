@@ -276,6 +276,14 @@ static long purge_delay(void) {
     return d <= 0 ? d : opt(STRATA_OPTION_LARGE_PURGE_DELAY_MS);
 }
 
+/* At most one thread allocates.  With more, each madvise is a TLB
+ * shootdown on the other CPUs under the mmap lock: the tail purge at
+ * allocation (alloc_slow), and dirty blocks kept apart (which rely on it),
+ * are for one thread only. */
+static bool large_one_thread(void) {
+    return atomic_load_explicit(&stats.threads, memory_order_relaxed) <= 1;
+}
+
 /* Whether freed blocks are kept apart while dirty (arena_config's
  * dirty_apart): when the process's resident set is less than half the
  * address span of the tier's used and dirty blocks, blocks are touched in
@@ -300,7 +308,7 @@ static void stripe_refresh(stripe_t *s) {
      * at allocation that alloc_slow does only while one thread allocates;
      * without it they pile up more than coalesced ones do.) */
     s->arena.cfg.dirty_apart = LARGE_DIRTY_APART && !s->arena.cfg.first_fit && touched_in_part() &&
-                               atomic_load_explicit(&stats.threads, memory_order_relaxed) <= 1;
+                               large_one_thread();
 }
 
 static void stripe_lock(stripe_t *s) {
@@ -872,14 +880,11 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
      * touch; left there, they pile up block after block.  Given back now:
      * one call, and the request's own pages keep what they held. */
     size_t want = (size + os_page_size() - 1) & ~(os_page_size() - 1);
-    /* Only while one thread allocates: with threads on other CPUs every
-     * madvise is a TLB shootdown under the mmap lock, and one per
-     * allocation made eight threads of 128 KiB-4 MiB blocks 8x slower
-     * (64k madvise calls for 200k allocations); the tails then stay, as
-     * whole-block reuse had them before, bounded by an eighth of each live
-     * block, and are purged with the block on the clock. */
-    if (!clean && !LARGE_GUARDED && usable > want &&
-        atomic_load_explicit(&stats.threads, memory_order_relaxed) <= 1) {
+    /* Only while one thread allocates (large_one_thread): one madvise per
+     * allocation made eight threads of 128 KiB-4 MiB blocks 8x slower (64k
+     * calls for 200k allocations).  With several, dirty blocks are not
+     * kept apart either, so they coalesce and are rarely taken whole. */
+    if (!clean && !LARGE_GUARDED && usable > want && large_one_thread()) {
         /* Only as far as the previous occupant asked for, when it was
          * handed out this way too (it said so: arena_swap_reach); further
          * on, nothing was written since the last purge but by a program
