@@ -94,18 +94,25 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     size_t page_bytes = page_area_of(seg, page, &area);
     /* A resident page of blocks larger than an OS page taken for another
      * such class, where the program touched its old blocks only in part
-     * (their starts, their ends: under 3/4 of the page resident, one
-     * mincore): the new blocks' starts and ends fall on other OS pages, so
-     * reused as it is, the page's resident set would grow to the union of
-     * its layouts.  Given back first (one madvise), it holds what its
-     * present blocks use.  A page the program touched through (most of it
-     * resident) is reused as it is: it would touch the new blocks through
-     * too, and a purge would only cost the faults.  Smaller blocks put a
-     * block start on every OS page: nothing to gain there. */
+     * (their starts, their ends: under 3/4 of what the old layout carved
+     * is resident, one mincore): the new blocks' starts and ends fall on
+     * other OS pages, so reused as it is, the page's resident set would
+     * grow to the union of its layouts.  Given back first (one madvise),
+     * it holds what its present blocks use.  A page the program touched
+     * through is reused as it is: it would touch the new blocks through
+     * too, and a purge would only cost the faults.  That is measured
+     * against the old carved span, not the whole page: blocks are carved
+     * from the front as they are needed, so a page touched through but
+     * carved only in part has its carved front resident and the rest
+     * never touched, and the new layout is carved over that same front.
+     * Smaller blocks put a block start on every OS page: nothing to gain
+     * there. */
     uint32_t old = page->class_idx;   /* (0: fresh or purged, see segment_page_take) */
     size_t ps = os_page_size();
+    size_t carved = page->span;       /* the old layout's (page_give_back keeps it) */
+    carved = carved < page_bytes ? (carved + ps - 1) / ps * ps : page_bytes;
     if (old != 0 && old != cls && class_size[old] > ps && class_size[cls] > ps &&
-        os_resident_bytes(area, page_bytes) < page_bytes / 4 * 3 && os_purge(area, page_bytes) == 0)
+        os_resident_bytes(area, page_bytes) < carved / 4 * 3 && os_purge(area, page_bytes) == 0)
         stat_add(&stats.purged, page_bytes);
     page->start = area;
     page->block_size = class_size[cls];
