@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# pair-compare.sh [-b BUILD] [-r ROUNDS] [-a ALLOCS] -- PROGRAM ARGS...
+# pair-compare.sh [-b BUILD] [-B BASE_LIB] [-r ROUNDS] [-a ALLOCS] -- PROGRAM ARGS...
 # Runs one workload under several allocators interleaved (strata, glibc,
 # tcmalloc, mimalloc, jemalloc, then again, ROUNDS times), so a machine
 # shared with other jobs loads them alike, and prints the median of every
 # `metric NAME VALUE` line per allocator, one column each, with the load
 # average before and after.  For issue 14's pair and producer-consumer
-# targets on a busy machine:
+# targets on a busy machine (-B names another libstrata.so, the allocator
+# `base` in ALLOCS: a before/after comparison in the same run):
 #   bench/shapes/pair-compare.sh -r 5 -- build/bin/bench-pair-sweep -n 100000
 #   bench/shapes/pair-compare.sh -r 5 -- build/bin/bench-prodcons -p
 set -euo pipefail
-build=build rounds=5 allocs=strata,glibc,tcmalloc,mimalloc,jemalloc
-while getopts b:r:a: o; do
+build=build base= rounds=5 allocs=strata,glibc,tcmalloc,mimalloc,jemalloc
+while getopts b:B:r:a: o; do
   case $o in
     b) build=$OPTARG ;;
+    B) base=$OPTARG ;;
     r) rounds=$OPTARG ;;
     a) allocs=$OPTARG ;;
     *) echo "usage: $0 [-b build] [-r rounds] [-a allocs] -- program args..." >&2; exit 2 ;;
@@ -26,6 +28,7 @@ lib_of() {
   case $1 in
     glibc) echo "" ;;
     strata) echo "$(cd "$build" && pwd)/libstrata.so" ;;
+    base) echo "${base:-/nonexistent}" ;;
     tcmalloc) echo "$libdir/libtcmalloc.so.4" ;;
     mimalloc) echo "$libdir/libmimalloc.so.2" ;;
     jemalloc) echo "$libdir/libjemalloc.so.2" ;;

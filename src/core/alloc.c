@@ -100,15 +100,21 @@ static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero);
  * check mode, no heap yet) find the empty page there, whose local_free is
  * NULL; calloc takes the full path. */
 noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
-    if (likely(size <= CLASS_MAX_SIZE) && likely(!zero)) {
-        page_t *page = size <= DIRECT_MAX ? heap->direct[(size + 7) >> 3] : heap->class_page[class_of(size)];
-        if (likely(page->local_free != NULL && page->free == NULL) &&
-            likely(atomic_load_explicit(&heap->delayed_free, memory_order_relaxed) == NULL) &&
-            likely(++heap->refills % REFILL_SEARCH_EVERY != 0)) {
-            page->free = page->local_free;
-            page->local_free = NULL;
-            return page_pop(heap, page, size, false);
+    if (likely(!zero)) {
+        if (likely(size <= CLASS_MAX_SIZE)) {
+            page_t *page = size <= DIRECT_MAX ? heap->direct[(size + 7) >> 3] : heap->class_page[class_of(size)];
+            if (likely(page->local_free != NULL && page->free == NULL) &&
+                likely(atomic_load_explicit(&heap->delayed_free, memory_order_relaxed) == NULL) &&
+                likely(++heap->refills % REFILL_SEARCH_EVERY != 0)) {
+                page->free = page->local_free;
+                page->local_free = NULL;
+                return page_pop(heap, page, size, false);
+            }
         }
+        /* Sizes of the classes at or above the large threshold (128 KiB
+         * by default), which the fast path sends here: the large tier's
+         * thread cache, as for the sizes above the classes. */
+        if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return malloc_large(heap, size);
     }
     return malloc_generic_full(heap, size, zero);
 }
