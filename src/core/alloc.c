@@ -113,9 +113,12 @@ static inline bool page_refill(heap_t *heap, page_t *page) {
 /* After the refill: sizes of the classes at or above the large threshold
  * (128 KiB by default), which the fast path sends here, go to the large
  * tier's thread cache, as the sizes above the classes do; the rest to the
- * full generic path. */
+ * full generic path.  Only with a heap: before the process is set up the
+ * options are not read yet (the threshold reads 0, which would send every
+ * size to the large tier; sb_mpi_mpich then crashed: storage-backed memory
+ * started after MPI's SIGBUS handler). */
 static inline void *malloc_unrefilled(heap_t *heap, size_t size, bool zero) {
-    if (!zero && (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return malloc_large(heap, size);
+    if (!zero && heap != &heap_empty && (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return malloc_large(heap, size);
     return malloc_generic_full(heap, size, zero);
 }
 
