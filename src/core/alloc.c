@@ -27,6 +27,7 @@ static inline void *page_pop(heap_t *heap, page_t *page, size_t size, bool zero)
 }
 
 static noinline void *malloc_large(heap_t *heap, size_t size);
+static noinline void *malloc_refill(heap_t *heap, size_t size, page_t *page);
 
 /* The fast path: one load for the page (by size up to 1 KiB, by class up
  * to 128 KiB), one for the block; above, straight to the large tier. */
@@ -37,7 +38,7 @@ void *strata_malloc(size_t size) {
     else if (likely(size <= CLASS_MAX_SIZE)) page = heap->class_page[class_of(size)];
     else return malloc_large(heap, size);   /* (a tail call: this path keeps no frame) */
     if (likely(page->free != NULL)) return page_pop(heap, page, size, false);
-    return strata_malloc_generic(heap, size, false);
+    return malloc_refill(heap, size, page);
 }
 
 /* A free list's first block has a broken link: a write after free, an
@@ -84,7 +85,60 @@ static noinline void *malloc_large(heap_t *heap, size_t size) {
     return large_uncached(heap, size, false);
 }
 
+/* Quick refills between two page searches: REFILL_SEARCH_EVERY - 1 in a row
+ * at most, so the housekeeping, the statistics' fold and the collection of
+ * remote frees still come on the full path at that pace. */
+#define REFILL_SEARCH_EVERY 64
+
+static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero);
+
+/* The common way off the fast path: its page ran out of free blocks while
+ * the blocks its owner freed wait on local_free (a program that takes a
+ * block and drops it comes here every time its page's carved blocks are
+ * used up, on every malloc from 4 KiB).  The lists are swapped and the pop
+ * done before anything else, with no stack frame (its pushes and pops were
+ * a third of this path).  Sizes the fast path does not serve (large, check
+ * mode, no heap yet) have the empty page, whose local_free is NULL. */
+static inline bool page_refill(heap_t *heap, page_t *page) {
+    if (likely(page->local_free != NULL && page->free == NULL) &&
+        likely(atomic_load_explicit(&heap->delayed_free, memory_order_relaxed) == NULL) &&
+        likely(++heap->refills % REFILL_SEARCH_EVERY != 0)) {
+        page->free = page->local_free;
+        page->local_free = NULL;
+        return true;
+    }
+    return false;
+}
+
+/* After the refill: sizes of the classes at or above the large threshold
+ * (128 KiB by default), which the fast path sends here, go to the large
+ * tier's thread cache, as the sizes above the classes do; the rest to the
+ * full generic path.  Only with a heap: before the process is set up the
+ * options are not read yet (the threshold reads 0, which would send every
+ * size to the large tier; sb_mpi_mpich then crashed: storage-backed memory
+ * started after MPI's SIGBUS handler). */
+static inline void *malloc_unrefilled(heap_t *heap, size_t size, bool zero) {
+    if (!zero && heap != &heap_empty && (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return malloc_large(heap, size);
+    return malloc_generic_full(heap, size, zero);
+}
+
+/* malloc's fast path missed on page (page->free is NULL): no lookup again. */
+static noinline void *malloc_refill(heap_t *heap, size_t size, page_t *page) {
+    if (page_refill(heap, page)) return page_pop(heap, page, size, false);
+    return malloc_unrefilled(heap, size, false);
+}
+
+/* The generic path for the other callers (calloc, aligned sizes, a corrupt
+ * list repaired): the same, with the page looked up. */
 noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
+    if (likely(!zero) && likely(size <= CLASS_MAX_SIZE)) {
+        page_t *page = size <= DIRECT_MAX ? heap->direct[(size + 7) >> 3] : heap->class_page[class_of(size)];
+        if (page_refill(heap, page)) return page_pop(heap, page, size, false);
+    }
+    return malloc_unrefilled(heap, size, zero);
+}
+
+static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero) {
     if (unlikely(heap == &heap_empty)) {
         heap = heap_get_or_init();
         if (!heap) { errno = ENOMEM; return NULL; }

@@ -152,6 +152,7 @@ typedef struct page_s {
     struct page_s *next, *prev;  /* in a heap queue */
     uint64_t purge_at;        /* unused page: when to purge it; kept empty page: when to
                                  give it back (page_retire); 0 = nothing due */
+    uint32_t kept_allocs;     /* kept empty page: allocs when purge_at was stamped (page_is_kept) */
 } page_t;
 
 /* ---- Segments ------------------------------------------------------------
@@ -316,6 +317,7 @@ typedef struct heap_s {
     uint64_t purge_due;                     /* ms: next time free pages may need purging */
     uint64_t maintained_at;                 /* ms: last slow-path housekeeping */
     uint32_t retires;                       /* pages retired (paces housekeeping) */
+    uint32_t refills;                       /* quick free-list refills (alloc.c; paces housekeeping) */
     struct heap_s *next_heap, *prev_heap;   /* registry of live heaps */
     /* Per class, folded from the pages on slow paths (page_fold_stats). */
     uint64_t stat_alloc[CLASS_COUNT + 1];

@@ -464,6 +464,16 @@ void page_unfull(heap_t *heap, page_t *page) {
     if (was_empty) heap_direct_update(heap, page->class_idx);
 }
 
+/* Stamps a kept empty page with when to give it back: the heap's purge
+ * delay from now (delay < 0: never purged, so kept until another class
+ * wants it), and the blocks it had handed out by then, so page_is_kept can
+ * tell whether it was used since. */
+static void page_keep_stamp(heap_t *heap, page_t *page, long delay) {
+    page->purge_at = delay < 0 ? UINT64_MAX : heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
+    page->kept_allocs = page->allocs;
+    if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
+}
+
 /* The page has no block in use.  It stays in its class queue (at the back,
  * so pages still holding blocks are filled first and this one can expire)
  * for the heap's purge delay: a loop that empties and refills pages of one
@@ -473,8 +483,7 @@ void page_unfull(heap_t *heap, page_t *page) {
  * before touching fresh memory (heap_release_retained).  heap_retire_expired
  * gives them back once the delay is over.  With a zero delay only the
  * class's only page is kept (for one tick). */
-void page_retire(heap_t *heap, page_t *page) {
-    strata_assert(page->used == 0 && page_check(page, true) == 0);
+static noinline void page_retire_slow(heap_t *heap, page_t *page) {
     uint32_t cls = page->class_idx;
     page_queue_t *q = &heap->queues[cls];
     long delay = heap_purge_delay(heap);
@@ -483,9 +492,7 @@ void page_retire(heap_t *heap, page_t *page) {
      * another node (the thread moved, or adopted it) goes back at once. */
     if (!(page_flags(page) & PAGE_FULL) && (delay != 0 || (q->first == page && q->last == page)) &&
         !numa_misplaced(numa_heap_node(heap), page)) {
-        /* (delay < 0: never purged, so kept until another class wants it) */
-        page->purge_at = delay < 0 ? UINT64_MAX : heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
-        if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
+        page_keep_stamp(heap, page, delay);
         if (page != q->first && page != q->last) {
             page_queue_remove(q, page);
             page_queue_push_back(q, page);
@@ -498,6 +505,23 @@ void page_retire(heap_t *heap, page_t *page) {
     segment_page_free(heap, page);
     heap_direct_update(heap, cls);
     if ((++heap->retires & 7) == 0) heap_maintain(heap);
+}
+
+/* Called by free's fast path whenever a page empties.  The page the fast
+ * path allocates from, emptied again after it was kept once (a program that
+ * takes a block and drops it, over and over, empties it on every free):
+ * nothing to do.  Its stamp is not taken again here but checked lazily by
+ * page_is_kept at the next purge pass, which sees from page->allocs that
+ * blocks were handed out since and stamps it anew; so the page is still
+ * given back only once it stayed unused for the whole delay, and a
+ * malloc/free pair costs no clock, delay or queue bookkeeping (those were
+ * half its instructions). */
+void page_retire(heap_t *heap, page_t *page) {
+    strata_assert(page->used == 0 && page_check(page, true) == 0);
+    if (likely(page->purge_at != 0 && heap->class_page[page->class_idx] == page) &&
+        likely(!(page_flags(page) & PAGE_FULL)))
+        return;
+    page_retire_slow(heap, page);
 }
 
 /* Finds (or makes) a page of class cls with a free block, first in queue.
@@ -605,11 +629,18 @@ static void page_release_kept(heap_t *heap, page_t *page, uint64_t purge_at) {
     heap_direct_update(heap, c);
 }
 
-static bool page_is_kept(page_t *page) {
+/* The page is a kept empty page (page_retire).  One the fast path emptied
+ * again after its stamp (blocks handed out since: page->allocs moved) was
+ * in use meanwhile: its delay starts again now, and the heap had demand. */
+static bool page_is_kept(heap_t *heap, page_t *page) {
     if (page->purge_at == 0) return false;
     if (page->used != 0) {   /* in use again */
         page->purge_at = 0;
         return false;
+    }
+    if (page->allocs != page->kept_allocs) {
+        page_keep_stamp(heap, page, heap_purge_delay(heap));
+        heap->demand_at = heap_clock(heap);
     }
     return true;
 }
@@ -623,7 +654,7 @@ uint64_t heap_retire_expired(heap_t *heap, uint64_t now) {
     for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
         for (page_t *page = heap->queues[c].first, *pn; page; page = pn) {
             pn = page->next;
-            if (!page_is_kept(page)) continue;
+            if (!page_is_kept(heap, page)) continue;
             if (page->purge_at <= now && heap->purge_budget > 0) {
                 heap->purge_budget--;
                 page_release_kept(heap, page, now);
@@ -642,7 +673,7 @@ bool heap_release_kept_all(heap_t *heap) {
     for (uint32_t c = 1; c <= CLASS_COUNT; c++)
         for (page_t *page = heap->queues[c].first, *pn; page; page = pn) {
             pn = page->next;
-            if (!page_is_kept(page)) continue;
+            if (!page_is_kept(heap, page)) continue;
             page_release_kept(heap, page, 1);
             any = true;
         }
@@ -653,7 +684,7 @@ bool heap_release_kept_all(heap_t *heap) {
 uint32_t heap_count_kept(heap_t *heap) {
     uint32_t n = 0;
     for (uint32_t c = 1; c <= CLASS_COUNT; c++)
-        for (page_t *page = heap->queues[c].first; page; page = page->next) n += page_is_kept(page);
+        for (page_t *page = heap->queues[c].first; page; page = page->next) n += page_is_kept(heap, page);
     return n;
 }
 
@@ -670,7 +701,7 @@ bool heap_release_retained(heap_t *heap, segment_kind kind) {
         page_t *ends[2] = {q->last, q->first};
         for (int e = 0; e < 2; e++) {
             page_t *page = ends[e];
-            if (page && page_is_kept(page) && (!best || page->purge_at < best->purge_at)) best = page;
+            if (page && page_is_kept(heap, page) && (!best || page->purge_at < best->purge_at)) best = page;
         }
     }
     if (!best) return false;
