@@ -769,10 +769,15 @@ void *large_cache_alloc(size_t size) {
     return cache_pop(size);
 }
 
+/* calloc takes a cached block too, zeroed by hand: the arena would hand
+ * out a dirty block and zero it just the same, and a cache that only malloc
+ * can take from fills with the blocks of a program that callocs (hash
+ * tables doubled level by level: 3 MiB of a logic minimizer's 7.6 MiB
+ * peak, while each calloc carved fresh memory beside them). */
 void *large_alloc(size_t size, size_t align, bool zero) {
-    if (size <= CACHE_MAX && align - 1 < CACHE_PAGE && !(align & (align - 1)) && !zero) {
+    if (size <= CACHE_MAX && align - 1 < CACHE_PAGE && !(align & (align - 1))) {
         void *p = cache_pop(size);
-        if (p) return p;
+        if (p) return zero ? memset(p, 0, size) : p;
     }
     return alloc_slow(size, align, zero, -1);
 }
