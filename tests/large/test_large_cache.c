@@ -271,6 +271,38 @@ static void *cache_then_wait(void *arg) {
     return NULL;
 }
 
+/* Eight threads' caches together hold at most 8 MiB (each a share),
+ * however many blocks they free, all alive at once. */
+enum { SHARE_THREADS = 8 };
+static pthread_barrier_t share_barrier;
+static void *fill_cache(void *arg) {
+    (void)arg;
+    void *small = strata_malloc(16);   /* a heap: counted among the threads */
+    pthread_barrier_wait(&share_barrier);
+    void *b[16];
+    for (int i = 0; i < 16; i++) b[i] = strata_malloc(256 * KiB);
+    for (int i = 0; i < 16; i++) strata_free(b[i]);
+    pthread_barrier_wait(&share_barrier);   /* the main thread counts */
+    pthread_barrier_wait(&share_barrier);
+    strata_free(small);
+    return NULL;
+}
+
+static void test_bounded_threads(void) {
+    pthread_t t[SHARE_THREADS];
+    CHECK(pthread_barrier_init(&share_barrier, NULL, SHARE_THREADS + 1) == 0);
+    for (int i = 0; i < SHARE_THREADS; i++) CHECK(pthread_create(&t[i], NULL, fill_cache, NULL) == 0);
+    pthread_barrier_wait(&share_barrier);
+    pthread_barrier_wait(&share_barrier);
+    large_stats_t s = tier();
+    CHECK(s.cache_bytes <= 8 * MiB);
+    CHECK(s.cache_bytes >= SHARE_THREADS * 256 * KiB);   /* each still caches */
+    pthread_barrier_wait(&share_barrier);
+    for (int i = 0; i < SHARE_THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
+    pthread_barrier_destroy(&share_barrier);
+    CHECK_TIER();
+}
+
 static void test_release(void) {
     strata_free(strata_malloc(256 * KiB));
     CHECK(tier().cache_bytes > 0);
@@ -331,6 +363,7 @@ int main(void) {
     test_calloc_reuses();
     test_public_stats();
     test_bounded();
+    test_bounded_threads();
     test_release();
     test_clock();
     test_off();
