@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <strata.h>
 
@@ -197,6 +198,42 @@ static void test_calloc_zero(void) {
     CHECK_TIER();
 }
 
+static size_t rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, res = 0;
+    CHECK(f && fscanf(f, "%lu %lu", &size, &res) == 2);
+    fclose(f);
+    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* calloc takes a cached block too (zeroed): tables grown by doubling and
+ * freed, round after round, reuse the blocks the cache holds instead of
+ * carving new ones next to them (it once held 3 MiB of them unused while
+ * the program's callocs faulted in fresh memory beside). */
+static void test_calloc_reuses(void) {
+    size_t sz[3] = {160 * KiB, 320 * KiB, 640 * KiB};
+    size_t before = 0, hits = 0;
+    for (int round = 0; round < 52; round++) {
+        if (round == 2) {
+            before = rss_bytes();
+            hits = tier().cache_hits;
+        }
+        unsigned char *t[3];
+        for (int i = 0; i < 3; i++) {
+            t[i] = strata_calloc(1, sz[i]);
+            CHECK(t[i] && t[i][0] == 0 && t[i][sz[i] / 2] == 0 && t[i][sz[i] - 1] == 0);
+            memset(t[i], 0xab, sz[i]);
+            if (i) strata_free(t[i - 1]);
+        }
+        strata_free(t[2]);
+    }
+    large_stats_t s = tier();
+    CHECK(s.cache_hits >= hits + 3 * 50);
+    size_t after = rss_bytes();
+    CHECK(after <= before + 256 * KiB);
+    CHECK_TIER();
+}
+
 /* The public statistics: every pair counted, live bytes back where they were. */
 static void test_public_stats(void) {
     strata_stats_t a, b;
@@ -232,6 +269,38 @@ static void *cache_then_wait(void *arg) {
     pthread_barrier_wait(&bar);
     pthread_barrier_wait(&bar);   /* main looked */
     return NULL;
+}
+
+/* Eight threads' caches together hold at most 8 MiB (each a share),
+ * however many blocks they free, all alive at once. */
+enum { SHARE_THREADS = 8 };
+static pthread_barrier_t share_barrier;
+static void *fill_cache(void *arg) {
+    (void)arg;
+    void *small = strata_malloc(16);   /* a heap: counted among the threads */
+    pthread_barrier_wait(&share_barrier);
+    void *b[16];
+    for (int i = 0; i < 16; i++) b[i] = strata_malloc(256 * KiB);
+    for (int i = 0; i < 16; i++) strata_free(b[i]);
+    pthread_barrier_wait(&share_barrier);   /* the main thread counts */
+    pthread_barrier_wait(&share_barrier);
+    strata_free(small);
+    return NULL;
+}
+
+static void test_bounded_threads(void) {
+    pthread_t t[SHARE_THREADS];
+    CHECK(pthread_barrier_init(&share_barrier, NULL, SHARE_THREADS + 1) == 0);
+    for (int i = 0; i < SHARE_THREADS; i++) CHECK(pthread_create(&t[i], NULL, fill_cache, NULL) == 0);
+    pthread_barrier_wait(&share_barrier);
+    pthread_barrier_wait(&share_barrier);
+    large_stats_t s = tier();
+    CHECK(s.cache_bytes <= 8 * MiB);
+    CHECK(s.cache_bytes >= SHARE_THREADS * 256 * KiB);   /* each still caches */
+    pthread_barrier_wait(&share_barrier);
+    for (int i = 0; i < SHARE_THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
+    pthread_barrier_destroy(&share_barrier);
+    CHECK_TIER();
 }
 
 static void test_release(void) {
@@ -291,8 +360,10 @@ int main(void) {
     test_thread_exit_flushes();
     test_cross_thread_and_realloc();
     test_calloc_zero();
+    test_calloc_reuses();
     test_public_stats();
     test_bounded();
+    test_bounded_threads();
     test_release();
     test_clock();
     test_off();
