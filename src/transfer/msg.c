@@ -35,6 +35,7 @@
 #include "chan.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,6 +59,22 @@ static int check_ends(strata_chan *c, bool sending) {
 }
 
 /* ---- Sending --------------------------------------------------------------- */
+
+/* This process's pid, for requests to send: getpid is a system call (glibc
+ * keeps no copy), one per rendezvous message.  Forgotten in a forked child,
+ * whose requests must name it, not its parent. */
+static _Atomic pid_t self_pid;
+static pthread_once_t self_pid_once = PTHREAD_ONCE_INIT;
+static void self_pid_forget(void) { atomic_store_explicit(&self_pid, 0, memory_order_relaxed); }
+static void self_pid_watch(void) { pthread_atfork(NULL, NULL, self_pid_forget); }
+static pid_t my_pid(void) {
+    pid_t p = atomic_load_explicit(&self_pid, memory_order_relaxed);
+    if (p) return p;
+    pthread_once(&self_pid_once, self_pid_watch);
+    p = getpid();
+    atomic_store_explicit(&self_pid, p, memory_order_relaxed);
+    return p;
+}
 
 static int send_eager(strata_chan *c, const void *buf, size_t len) {
     int err = ring_reserve(c, CHAN_REC + CHAN_PAD(len), "waiting for room in the ring");
@@ -143,7 +160,7 @@ static int send_rts(strata_chan *c, const void *buf, size_t len) {
         transfer_unpin(buf, len);
         return err;
     }
-    chan_rec rec = {.type = c->push ? REC_PUSH : REC_RTS, .pid = (int32_t)getpid(), .len = len, .seq = ++c->seq,
+    chan_rec rec = {.type = c->push ? REC_PUSH : REC_RTS, .pid = (int32_t)my_pid(), .len = len, .seq = ++c->seq,
                     .addr = (uintptr_t)buf};
     ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
