@@ -160,13 +160,12 @@ static int send_rts(strata_chan *c, const void *buf, size_t len) {
         transfer_unpin(buf, len);
         return err;
     }
-    chan_rec rec = {.type = c->push ? REC_PUSH : REC_RTS, .pid = (int32_t)my_pid(), .len = len, .seq = ++c->seq,
-                    .addr = (uintptr_t)buf};
-    ring_put(&c->out, &rec, NULL, 0);
+    chan_rec rec = {.type = c->push ? REC_PUSH : REC_RTS, .pid = (int32_t)my_pid(), .len = len, .addr = (uintptr_t)buf};
+    uint64_t seq = ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
     int32_t status;
-    err = wait_ack(c, rec.seq, &status, c->push ? NULL : buf, len);
-    if (!err && c->push && status == 0) err = push(c, buf, len, rec.seq);
+    err = wait_ack(c, seq, &status, c->push ? NULL : buf, len);
+    if (!err && c->push && status == 0) err = push(c, buf, len, seq);
     transfer_unpin(buf, len);
     if (err) return err;
     if (status == CHAN_ACK_COPY) return CHAN_ACK_COPY;
@@ -178,12 +177,11 @@ static int send_rts(strata_chan *c, const void *buf, size_t len) {
 static int send_shared(strata_chan *c, const void *buf, size_t len) {
     int err = ring_reserve(c, CHAN_REC, "waiting for room in the ring");
     if (err) return err;
-    chan_rec rec = {.type = REC_SHARED, .len = len, .seq = ++c->seq,
-                    .addr = (uint64_t)((const unsigned char *)buf - c->arena_mine)};
-    ring_put(&c->out, &rec, NULL, 0);
+    chan_rec rec = {.type = REC_SHARED, .len = len, .addr = (uint64_t)((const unsigned char *)buf - c->arena_mine)};
+    uint64_t seq = ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
     int32_t status;
-    err = wait_ack(c, rec.seq, &status, NULL, 0);
+    err = wait_ack(c, seq, &status, NULL, 0);
     if (err) return err;
     if (status == 0) {
         chan_count_sent(c, STRATA_CHAN_PATH_SHARED, len);
@@ -195,7 +193,7 @@ static int send_shared(strata_chan *c, const void *buf, size_t len) {
 static int send_copy(strata_chan *c, const void *buf, size_t len) {
     int err = ring_reserve(c, CHAN_REC, "waiting for room in the ring");
     if (err) return err;
-    chan_rec rec = {.type = REC_STREAM, .len = len, .seq = ++c->seq};
+    chan_rec rec = {.type = REC_STREAM, .len = len};
     ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
     uint64_t chunk = chan_chunk(c);
