@@ -7,17 +7,21 @@
 # `make bench` uses suite.tsv instead.  BEST=1: the best run of each cell
 # (highest bandwidth, lowest latency) instead of the median, what the
 # mechanism gives when no other process takes the CPUs.  Below 4 KiB a
-# bandwidth is shown as µs per message (lower is better).
+# bandwidth is shown as µs per message (lower is better).  RAW=FILE keeps
+# the measured lines, and RERUN=FILE (with RUNS 0) tables them again, e.g.
+# BEST=1 RERUN=FILE interleave.sh 0.
 #   bench/transfer/interleave.sh 3 "a:build/bin/bench-chan-bw --buf strata" \
 #                                  "b:STRATA_CHAN_PUSH=1 build/bin/bench-chan-bw --buf strata"
 runs=$1; shift
 out=$(mktemp); trap "rm -f $out" EXIT
+[ -n "$RERUN" ] && cat "$RERUN" > $out
 for r in $(seq $runs); do
   for spec in "$@"; do
     label=${spec%%:*}; cmd=${spec#*:}
     eval "$cmd" 2>/dev/null | grep -E "^metric " | sed "s/^/$label /" >> $out
   done
 done
+[ -n "$RAW" ] && cp $out "$RAW"   # RAW=FILE keeps the metric lines (label first) for another look
 BEST=${BEST:-0} python3 - $out <<'PY'
 import sys,statistics,collections,os
 best=os.environ.get('BEST')=='1'
