@@ -183,8 +183,8 @@ static void memcpy_bw(void) {
     printf("check ok\n");
 }
 
-/* The child keeps its copy of buf (same address) alive until told to go.
- * --raw memfd: buf is a shared mapping of a memfd instead, which the child
+/* The child allocates its own buffer, tells its address, and keeps it
+ * alive until told to go.  --raw memfd: buf is a shared mapping of a memfd instead, which the child
  * maps too (by fork here; a peer would get the descriptor over a Unix
  * socket, once), and a transfer is one memcpy from it: the memfd-arena
  * path of issue 11, without its once-per-arena setup. */
@@ -197,19 +197,25 @@ static void raw_bw(const char *dir) {
         buf = mmap(NULL, max_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (buf == MAP_FAILED) die("mmap memfd");
         close(fd);
-    } else {
-        buf = buffer(block_size);
     }
-    int go[2];
-    if (pipe(go)) die("pipe");
-    xfer_fill(buf, max_size, 11);
+    int go[2], up[2];
+    if (pipe(go) || pipe(up)) die("pipe");
+    if (memfd) xfer_fill(buf, max_size, 11);
     pid_t pid = fork();
     if (pid == 0) {
+        /* The child's own buffer, allocated and touched after the fork: one
+         * shared copy-on-write with the parent copies like 4 KiB pages even
+         * when it is on huge pages (bench/RESULTS.md, issue 11). */
+        if (!memfd) {
+            buf = buffer(block_size);
+            xfer_fill(buf, max_size, 11);
+        }
         char ch;
         close(go[1]);
-        if (read(go[0], &ch, 1) < 0) _exit(1);
+        if (write(up[1], &buf, sizeof buf) != sizeof buf || read(go[0], &ch, 1) < 0) _exit(1);
         _exit(0);
     }
+    if (read(up[0], &buf, sizeof buf) != sizeof buf) die("read the child's buffer address");
     int pull = !strcmp(dir, "read");
     for (size_t k = 0; k < XFER_NSIZES && xfer_sizes[k] <= max_size; k++) {
         size_t s = xfer_sizes[k];

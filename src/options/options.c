@@ -72,7 +72,7 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "channel messages up to this many bytes are copied through the ring in one piece"},
     {"CHAN_CMA_MIN", KIND_SIZE, 256 << 10, 0, 1L << 50, NULL,
      "channel messages on huge pages from this many bytes move by single copy"},
-    {"CHAN_CMA_MIN_ANY", KIND_SIZE, 0, 0, 1L << 50, NULL,
+    {"CHAN_CMA_MIN_ANY", KIND_SIZE, 1 << 20, 0, 1L << 50, NULL,
      "channel messages on any pages from this many bytes move by single copy (0: never)"},
     {"CHAN_TIMEOUT_MS", KIND_INT, 30000, -1, 24L * 3600 * 1000, NULL,
      "ms a channel operation waits for its peer (-1: forever)"},

@@ -57,8 +57,12 @@ static strata_chan *handle_new(const char *name, chan_header *h, size_t map_byte
     c->self_bytes = bytes;
     c->side = side;
     unsigned char *rings = (unsigned char *)h + h->header_bytes;
-    c->out = (ring_t){&h->lane[side], rings + (size_t)side * h->ring_bytes, h->ring_bytes};
-    c->in = (ring_t){&h->lane[1 - side], rings + (size_t)(1 - side) * h->ring_bytes, h->ring_bytes};
+    /* Each end's own indexes from here on live in its handle (ring_t). */
+    uint64_t in_tail = atomic_load_explicit(&h->lane[1 - side].tail, memory_order_acquire);
+    c->out = (ring_t){&h->lane[side], rings + (size_t)side * h->ring_bytes, h->ring_bytes,
+                      atomic_load_explicit(&h->lane[side].head, memory_order_relaxed),
+                      atomic_load_explicit(&h->lane[side].tail, memory_order_acquire)};
+    c->in = (ring_t){&h->lane[1 - side], rings + (size_t)(1 - side) * h->ring_bytes, h->ring_bytes, in_tail, in_tail};
     unsigned char *arenas = rings + 2 * (size_t)h->ring_bytes;
     c->arena_mine = arenas + (size_t)side * h->arena_bytes;
     c->arena_peer = arenas + (size_t)(1 - side) * h->arena_bytes;

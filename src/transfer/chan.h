@@ -8,7 +8,14 @@
  * both only grow, so head - tail is what is in flight and nothing is
  * overwritten before it was read.  A record is published whole (header and
  * payload, then head with release order), so a reader that sees a header
- * sees its payload.  Rendezvous replies do not go through the other
+ * sees its payload.  Each end keeps its own index in its handle
+ * (ring_t.pos) and the other's as it last read it (ring_t.seen), and reads
+ * the other's again only when that is used up: one cache line less to
+ * fetch from the other core per record (a producer that saw room, a
+ * consumer with records left).  Polling the record's own line instead of
+ * head was tried and lost (bench/RESULTS.md): the line being written is
+ * the one being polled.  A record's number, which a rendezvous's ack
+ * carries, is its position + 1.  Rendezvous replies do not go through the other
  * direction's ring (they would interleave with its messages) but through
  * the lane's ack word.  After the rings come the two ends' shared arenas
  * (arena_bytes each, maybe 0): side i's buffers from strata_chan_alloc,
@@ -26,7 +33,8 @@
 #include "transfer.h"
 
 #define CHAN_MAGIC 0x314e414843525453ull   /* "STRCHAN1" */
-#define CHAN_VERSION 3u   /* 2: doorbells (wait.c), shared arenas, push (msg.c); 3: shared pulls */
+#define CHAN_VERSION 4u   /* 2: doorbells (wait.c), shared arenas, push (msg.c); 3: shared pulls;
+                              4: rendezvous numbered by their records' positions */
 #define CHAN_NAME_MAX 200
 #define CHAN_REC 32u                         /* record header bytes; records are padded to it */
 #define CHAN_PAD(n) (((n) + CHAN_REC - 1) & ~(uint64_t)(CHAN_REC - 1))
@@ -91,7 +99,8 @@ typedef struct chan_rec_s {
     uint32_t type;
     int32_t pid;        /* REC_RTS: the sender, whose memory is read */
     uint64_t len;       /* payload bytes (EAGER, DATA) or message bytes (RTS, STREAM) */
-    uint64_t seq;       /* RTS, STREAM: the number the ack must carry */
+    uint64_t seq;       /* as ring_peek returns it: the record's number (position + 1), which
+                           a rendezvous's ack carries; not used in the ring */
     uint64_t addr;      /* RTS: the message in the sender's address space;
                            SHARED: its offset in the sender's arena */
 } chan_rec;
@@ -100,6 +109,8 @@ typedef struct ring_s {
     chan_lane *lane;
     unsigned char *data;
     uint64_t size;       /* a power of two */
+    uint64_t pos;        /* producer: head; consumer: tail (this end's own index) */
+    uint64_t seen;       /* the other end's index as last read: tail, or head */
 } ring_t;
 
 struct strata_chan_s {
@@ -119,7 +130,6 @@ struct strata_chan_s {
     bool peer_refuses;     /* the kernel refused our receiver once: stop asking */
     bool share;            /* pulls are shared with the sender (h->share) */
     bool share_refused;    /* the kernel refused our writes to the receiver once: stop helping */
-    uint64_t seq;          /* rendezvous numbers of our lane */
     pthread_mutex_t send_lock, recv_lock;
     strata_chan_stats_t st;
     char name[CHAN_NAME_MAX + 1];
@@ -156,9 +166,11 @@ void chan_break(strata_chan *c);
 /* Waits for room for n bytes in out; 0 or an errno. */
 int ring_reserve(strata_chan *c, uint64_t n, const char *what);
 /* Writes a record (header, then len payload bytes from src) at head and
- * publishes it; room must have been reserved. */
-void ring_put(ring_t *r, const chan_rec *rec, const void *src, uint64_t len);
-/* Waits for the next record of in and copies its header to *rec. */
+ * publishes it; room must have been reserved.  Returns its number
+ * (position + 1), which a rendezvous's ack carries. */
+uint64_t ring_put(ring_t *r, const chan_rec *rec, const void *src, uint64_t len);
+/* Waits for the next record of in and copies its header to *rec, its
+ * number in rec->seq. */
 int ring_peek(strata_chan *c, chan_rec *rec, const char *what);
 /* Copies n payload bytes of the current record, from offset off, to dst. */
 void ring_copy_out(const ring_t *r, uint64_t off, void *dst, uint64_t n);

@@ -35,6 +35,7 @@
 #include "chan.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,6 +59,22 @@ static int check_ends(strata_chan *c, bool sending) {
 }
 
 /* ---- Sending --------------------------------------------------------------- */
+
+/* This process's pid, for requests to send: getpid is a system call (glibc
+ * keeps no copy), one per rendezvous message.  Forgotten in a forked child,
+ * whose requests must name it, not its parent. */
+static _Atomic pid_t self_pid;
+static pthread_once_t self_pid_once = PTHREAD_ONCE_INIT;
+static void self_pid_forget(void) { atomic_store_explicit(&self_pid, 0, memory_order_relaxed); }
+static void self_pid_watch(void) { pthread_atfork(NULL, NULL, self_pid_forget); }
+static pid_t my_pid(void) {
+    pid_t p = atomic_load_explicit(&self_pid, memory_order_relaxed);
+    if (p) return p;
+    pthread_once(&self_pid_once, self_pid_watch);
+    p = getpid();
+    atomic_store_explicit(&self_pid, p, memory_order_relaxed);
+    return p;
+}
 
 static int send_eager(strata_chan *c, const void *buf, size_t len) {
     int err = ring_reserve(c, CHAN_REC + CHAN_PAD(len), "waiting for room in the ring");
@@ -143,13 +160,12 @@ static int send_rts(strata_chan *c, const void *buf, size_t len) {
         transfer_unpin(buf, len);
         return err;
     }
-    chan_rec rec = {.type = c->push ? REC_PUSH : REC_RTS, .pid = (int32_t)getpid(), .len = len, .seq = ++c->seq,
-                    .addr = (uintptr_t)buf};
-    ring_put(&c->out, &rec, NULL, 0);
+    chan_rec rec = {.type = c->push ? REC_PUSH : REC_RTS, .pid = (int32_t)my_pid(), .len = len, .addr = (uintptr_t)buf};
+    uint64_t seq = ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
     int32_t status;
-    err = wait_ack(c, rec.seq, &status, c->push ? NULL : buf, len);
-    if (!err && c->push && status == 0) err = push(c, buf, len, rec.seq);
+    err = wait_ack(c, seq, &status, c->push ? NULL : buf, len);
+    if (!err && c->push && status == 0) err = push(c, buf, len, seq);
     transfer_unpin(buf, len);
     if (err) return err;
     if (status == CHAN_ACK_COPY) return CHAN_ACK_COPY;
@@ -161,12 +177,11 @@ static int send_rts(strata_chan *c, const void *buf, size_t len) {
 static int send_shared(strata_chan *c, const void *buf, size_t len) {
     int err = ring_reserve(c, CHAN_REC, "waiting for room in the ring");
     if (err) return err;
-    chan_rec rec = {.type = REC_SHARED, .len = len, .seq = ++c->seq,
-                    .addr = (uint64_t)((const unsigned char *)buf - c->arena_mine)};
-    ring_put(&c->out, &rec, NULL, 0);
+    chan_rec rec = {.type = REC_SHARED, .len = len, .addr = (uint64_t)((const unsigned char *)buf - c->arena_mine)};
+    uint64_t seq = ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
     int32_t status;
-    err = wait_ack(c, rec.seq, &status, NULL, 0);
+    err = wait_ack(c, seq, &status, NULL, 0);
     if (err) return err;
     if (status == 0) {
         chan_count_sent(c, STRATA_CHAN_PATH_SHARED, len);
@@ -178,7 +193,7 @@ static int send_shared(strata_chan *c, const void *buf, size_t len) {
 static int send_copy(strata_chan *c, const void *buf, size_t len) {
     int err = ring_reserve(c, CHAN_REC, "waiting for room in the ring");
     if (err) return err;
-    chan_rec rec = {.type = REC_STREAM, .len = len, .seq = ++c->seq};
+    chan_rec rec = {.type = REC_STREAM, .len = len};
     ring_put(&c->out, &rec, NULL, 0);
     chan_ring(c);
     uint64_t chunk = chan_chunk(c);
@@ -198,10 +213,11 @@ static int send_copy(strata_chan *c, const void *buf, size_t len) {
     return 0;
 }
 
-/* Single copy pins the sender's pages one by one: from 4 KiB pages it is
- * slower than the double copy through the ring at every size measured
- * here, from 2 MiB pages about as fast as memcpy (docs/mpi.md).  So by
- * default only buffers known to be on huge pages go by single copy. */
+/* Single copy pins the sender's pages: from 2 MiB pages it reaches
+ * memcpy's speed, from 4 KiB pages 55-65 % of it, which still beats the
+ * double copy through the ring from 1 MiB but not below (docs/mpi.md).
+ * So by default buffers known to be on huge pages go by single copy from
+ * cma_min (256 KiB), any other buffer from cma_min_any (1 MiB). */
 static bool single_copy(strata_chan *c, const void *buf, size_t len) {
     if (!c->cma || c->peer_refuses || !opt(STRATA_OPTION_CMA)) return false;
     return len >= c->cma_min_any || (len >= c->cma_min && transfer_huge_backed(buf, len));

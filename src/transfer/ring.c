@@ -1,6 +1,9 @@
 /* ring.c — the byte rings of a channel (layout and ordering rules in
  * chan.h).  Records wrap around the end of the ring; copies are split in
- * two there rather than padding, so no space is lost.
+ * two there rather than padding, so no space is lost.  Each end reads the
+ * other's index only when what it read last is used up: a producer that
+ * saw room before, and a consumer with records left of the head it read,
+ * touch no line the other end writes.
  */
 #include "chan.h"
 
@@ -22,9 +25,11 @@ static void copy_out(const ring_t *r, uint64_t pos, void *dst, uint64_t n) {
 
 int ring_reserve(strata_chan *c, uint64_t n, const char *what) {
     ring_t *r = &c->out;
-    uint64_t head = atomic_load_explicit(&r->lane->head, memory_order_relaxed);
+    if (r->size - (r->pos - r->seen) >= n) return 0;   /* room seen before: tail not read */
     chan_waiter w = {0};
-    while (r->size - (head - atomic_load_explicit(&r->lane->tail, memory_order_acquire)) < n) {
+    for (;;) {
+        r->seen = atomic_load_explicit(&r->lane->tail, memory_order_acquire);
+        if (r->size - (r->pos - r->seen) >= n) break;
         int err = chan_wait_step(c, &w, what);
         if (err) return err;
     }
@@ -32,32 +37,38 @@ int ring_reserve(strata_chan *c, uint64_t n, const char *what) {
     return 0;
 }
 
-void ring_put(ring_t *r, const chan_rec *rec, const void *src, uint64_t len) {
-    uint64_t head = atomic_load_explicit(&r->lane->head, memory_order_relaxed);
+uint64_t ring_put(ring_t *r, const chan_rec *rec, const void *src, uint64_t len) {
+    uint64_t head = r->pos;
     copy_in(r, head, rec, CHAN_REC);
     if (len) copy_in(r, head + CHAN_REC, src, len);
-    atomic_store_explicit(&r->lane->head, head + CHAN_REC + CHAN_PAD(len), memory_order_release);
+    r->pos = head + CHAN_REC + CHAN_PAD(len);
+    atomic_store_explicit(&r->lane->head, r->pos, memory_order_release);
+    return head + 1;
 }
 
 int ring_peek(strata_chan *c, chan_rec *rec, const char *what) {
     ring_t *r = &c->in;
-    uint64_t tail = atomic_load_explicit(&r->lane->tail, memory_order_relaxed);
-    chan_waiter w = {0};
-    while (atomic_load_explicit(&r->lane->head, memory_order_acquire) - tail < CHAN_REC) {
-        int err = chan_wait_step(c, &w, what);
-        if (err) return err;
+    uint64_t tail = r->pos;
+    if (r->seen - tail < CHAN_REC) {   /* nothing left of what head said last */
+        chan_waiter w = {0};
+        for (;;) {
+            r->seen = atomic_load_explicit(&r->lane->head, memory_order_acquire);
+            if (r->seen - tail >= CHAN_REC) break;
+            int err = chan_wait_step(c, &w, what);
+            if (err) return err;
+        }
+        chan_wait_end(c, &w);
     }
-    chan_wait_end(c, &w);
     copy_out(r, tail, rec, CHAN_REC);
+    rec->seq = tail + 1;
     return 0;
 }
 
 void ring_copy_out(const ring_t *r, uint64_t off, void *dst, uint64_t n) {
-    uint64_t tail = atomic_load_explicit(&r->lane->tail, memory_order_relaxed);
-    copy_out(r, tail + CHAN_REC + off, dst, n);
+    copy_out(r, r->pos + CHAN_REC + off, dst, n);
 }
 
 void ring_pop(ring_t *r, uint64_t len) {
-    uint64_t tail = atomic_load_explicit(&r->lane->tail, memory_order_relaxed);
-    atomic_store_explicit(&r->lane->tail, tail + CHAN_REC + CHAN_PAD(len), memory_order_release);
+    r->pos += CHAN_REC + CHAN_PAD(len);
+    atomic_store_explicit(&r->lane->tail, r->pos, memory_order_release);
 }

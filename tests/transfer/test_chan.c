@@ -3,7 +3,11 @@
  * parent's statistics must show the path each size was meant to take.
  * Also messages longer than the receive buffer on each path (dropped,
  * nothing written, EMSGSIZE at the receiver and at a rendezvous sender,
- * the channel still usable).
+ * the channel still usable).  And streams: thousands of messages of mixed
+ * sizes sent without waiting for the peer, through a ring a few of them
+ * fill, each checked (each end re-reads the other's index only when what
+ * it read last is used up: a stale index must never let the producer
+ * overwrite an unread record or the consumer read an unwritten one).
  * Run twice by CTest: as is, and with STRATA_CMA=0 (every large message
  * must then be copied). */
 #include <strata.h>
@@ -141,10 +145,10 @@ static void too_long(void) {
     strata_chan_close(c);
 }
 
-/* With the default thresholds a big message goes by single copy only from
- * a buffer on huge pages: a big strata_malloc block (huge under
- * STRATA_HUGEPAGES=auto where THP is in madvise or always mode), not a
- * plain mmap of 4 KiB pages. */
+/* With the default thresholds a message goes by single copy from 256 KiB
+ * when its buffer is on huge pages: a big strata_malloc block (huge under
+ * STRATA_HUGEPAGES=auto where THP is in madvise or always mode), and from
+ * 1 MiB from any buffer, such as a plain mmap of 4 KiB pages. */
 static void huge_rule(void) {
     char name[64], thp[128] = "";
     chan_name(name, sizeof name, "huge");
@@ -153,16 +157,17 @@ static void huge_rule(void) {
         if (!fgets(thp, sizeof thp, f)) thp[0] = 0;
         fclose(f);
     }
-    bool huge = strata_option_get(STRATA_OPTION_CMA) && (strstr(thp, "[madvise]") || strstr(thp, "[always]"));
+    bool cma = strata_option_get(STRATA_OPTION_CMA);
+    bool huge = cma && (strstr(thp, "[madvise]") || strstr(thp, "[always]"));
     strata_chan *c = strata_chan_create(name, NULL);
     CHECK(c);
     pid_t child = start_echo(name);
     size_t n = (size_t)16 << 20, got;
-    /* 16 MiB from a 16 MiB Strata block, from plain mmap, and 4 MiB from a
-     * 64 MiB Strata block (the block decides, not the message) */
-    unsigned char *blocks[3] = {strata_malloc(n), map_bytes(n), strata_malloc(n * 4)}, *in = map_bytes(n);
-    size_t lens[3] = {n, n, (size_t)4 << 20};
-    for (int i = 0; i < 3; i++) {
+    /* 16 MiB from a 16 MiB Strata block; from plain mmap 16 MiB and 512 KiB;
+     * 512 KiB from a 64 MiB Strata block (the block decides, not the message) */
+    unsigned char *blocks[4] = {strata_malloc(n), map_bytes(n), map_bytes(n), strata_malloc(n * 4)}, *in = map_bytes(n);
+    size_t lens[4] = {n, n, (size_t)512 << 10, (size_t)512 << 10};
+    for (int i = 0; i < 4; i++) {
         CHECK(blocks[i]);
         pattern_fill(blocks[i], 0, lens[i], 40 + (uint64_t)i);
         CHECK(strata_chan_send(c, blocks[i], lens[i]) == 0);
@@ -171,12 +176,76 @@ static void huge_rule(void) {
     }
     strata_chan_stats_t st;
     strata_chan_stats(c, &st);
-    CHECK(st.sent[STRATA_CHAN_PATH_CMA] == (huge ? 2u : 0u));
-    CHECK(st.sent[STRATA_CHAN_PATH_COPY] == (huge ? 1u : 3u));
+    unsigned want_cma = (cma ? 1u : 0u) + (huge ? 2u : 0u);
+    if (st.sent[STRATA_CHAN_PATH_CMA] != want_cma || st.sent[STRATA_CHAN_PATH_COPY] != 4 - want_cma) {
+        strata_chan_stats_print(c, stderr);
+        fprintf(stderr, "huge_rule: expected %u messages by single copy\n", want_cma);
+        exit(1);
+    }
     strata_chan_close(c);
     reap_ok(child);
     strata_free(blocks[0]);
-    strata_free(blocks[2]);
+    strata_free(blocks[3]);
+}
+
+#define STREAM_N 3000
+#define STREAM_MAX 9000
+
+/* Message i of a stream: 0 to STREAM_MAX bytes, eager or copied through a
+ * 4 KiB ring in pieces. */
+static size_t stream_size(int i) { return (size_t)((uint64_t)i * 2654435761u % (STREAM_MAX + 1)) * (i % 7 != 0); }
+
+static void stream_send(strata_chan *c, unsigned char *buf, uint64_t seed) {
+    for (int i = 0; i < STREAM_N; i++) {
+        pattern_fill(buf, 0, stream_size(i), seed + (uint64_t)i);
+        CHECK(strata_chan_send(c, buf, stream_size(i)) == 0);
+    }
+}
+
+/* Receives a stream; the number of messages that were not as sent. */
+static int stream_recv(strata_chan *c, unsigned char *buf, uint64_t seed) {
+    int bad = 0;
+    for (int i = 0; i < STREAM_N; i++) {
+        size_t n = stream_size(i), got = 0;
+        memset(buf, 0, STREAM_MAX + 64);
+        CHECK(strata_chan_recv(c, buf, STREAM_MAX + 64, &got) == 0);
+        bad += got != n || pattern_check(buf, 0, n, seed + (uint64_t)i) != SIZE_MAX || buf[n] != 0;
+    }
+    return bad;
+}
+
+static void streams(void) {
+    char name[64];
+    chan_name(name, sizeof name, "stream");
+    strata_chan_opts o = {.ring_bytes = 4096, .eager_max = 1024, .flags = STRATA_CHAN_NO_CMA};
+    strata_chan *c = strata_chan_create(name, &o);
+    CHECK(c);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {   /* receives one stream, sends one back, then its count of bad messages */
+        strata_chan *r = strata_chan_open(name);
+        CHECK(r);
+        unsigned char *buf = map_bytes(STREAM_MAX + 64);
+        int bad = stream_recv(r, buf, 100);
+        stream_send(r, buf, 200);
+        CHECK(strata_chan_send(r, &bad, sizeof bad) == 0);
+        CHECK(strata_chan_recv(r, buf, 1, NULL) == EPIPE);
+        strata_chan_close(r);
+        _exit(0);
+    }
+    unsigned char *buf = map_bytes(STREAM_MAX + 64);
+    stream_send(c, buf, 100);
+    CHECK(stream_recv(c, buf, 200) == 0);
+    int bad = -1;
+    size_t got = 0;
+    CHECK(strata_chan_recv(c, &bad, sizeof bad, &got) == 0 && got == sizeof bad);
+    CHECK(bad == 0);
+    strata_chan_stats_t st;
+    strata_chan_stats(c, &st);
+    CHECK(st.sent[STRATA_CHAN_PATH_EAGER] > 0 && st.sent[STRATA_CHAN_PATH_COPY] > 0);
+    strata_chan_close(c);
+    reap_ok(pid);
+    munmap(buf, STREAM_MAX + 64);
 }
 
 int main(void) {
@@ -184,6 +253,7 @@ int main(void) {
     round_trips(STRATA_CHAN_NO_CMA, 1 << 20, EAGER, BIG);   /* eager and copy only */
     round_trips(0, 4096, 0, 16 << 20);   /* the smallest ring: the eager default shrinks to fit */
     too_long();
+    streams();
     huge_rule();
     printf("transfer_chan: ok (STRATA_CMA=%ld)\n", strata_option_get(STRATA_OPTION_CMA));
     return 0;
