@@ -68,6 +68,8 @@ void *sb_alloc(size_t size, size_t align) {
         atomic_store(&sb.outgrown, true);
         sb_cleaner_start();
     }
+    /* Reads ahead can start (from the file: once evictions have begun). */
+    if (atomic_load_explicit(&sb.outgrown, memory_order_relaxed)) sb_ra_reader_start();
     int e = reserve(g, n, allocated);
     if (e) {
         (void)os_file_punch(sb.fd, file_off(g), (off_t)usable);
@@ -201,6 +203,7 @@ void *strata_sb_realloc(void *p, size_t size) {
         if (allocated > (sb.budget_pages << sb.gran_shift)) {
             atomic_store(&sb.outgrown, true);
             sb_cleaner_start();
+            sb_ra_reader_start();
         }
         (void)reserve(g, n, allocated);
         for (size_t i = 0; i < n; i++) atomic_store(&sb.st[g + i], (uint8_t)ST_ALLOC);
