@@ -221,7 +221,7 @@ static void read_result(int k) {
 /* The run is all installed: it is a stream's past, the slot is free. */
 static void release_slot(int k) {
     ra_slot *sl = &slots[k];
-    if (sl->stream >= 0) behind_push(sl->g, sl->n);   /* a random fault's run is not a sweep's past */
+    behind_push(sl->g, sl->n);
     atomic_fetch_add_explicit(&sb.prefetches, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&sb.ra_inflight, 1, memory_order_release);
     atomic_store_explicit(&sl->state, SLOT_FREE, memory_order_release);
@@ -370,25 +370,6 @@ static size_t submit(size_t g, size_t w, int s) {
     }
     atomic_store_explicit(&sl->state, SLOT_INFLIGHT, memory_order_release);
     return n;
-}
-
-bool sb_ra_can_fetch(void) {
-    if (!async || atomic_load_explicit(&reader_state, memory_order_relaxed) != 1) return false;
-    for (int k = 0; k < RA_SLOTS; k++)
-        if (atomic_load_explicit(&slots[k].state, memory_order_relaxed) == SLOT_FREE) return true;
-    return false;
-}
-
-size_t sb_ra_fetch(size_t g, size_t n) {
-    if (!sb_ra_can_fetch()) return 0;
-    size_t done = 0;
-    /* At most half the slots: the others stay for the streams. */
-    for (int i = 0; i < RA_SLOTS / 2 && done < n; i++) {
-        size_t k = submit(g + done, n - done, -1);
-        if (k == 0) break;
-        done += k;
-    }
-    return done;
 }
 
 /* Keeps ra_depth runs in flight beyond stream s's end. */
