@@ -205,6 +205,7 @@ static long reap(uint64_t timeout_ns) {
         if (data[i] >= RA_SLOTS) continue;
         atomic_store_explicit(&slots[data[i]].res, res[i], memory_order_relaxed);
         atomic_store_explicit(&slots[data[i]].done, 1, memory_order_release);
+        os_futex_wake(&slots[data[i]].done);   /* a thread settling it may wait (below) */
     }
     return got;
 }
@@ -233,7 +234,18 @@ static void settle(int k) {
     ra_slot *sl = &slots[k];
     uint64_t t0 = os_now_ns();
     while (!atomic_load_explicit(&sl->done, memory_order_acquire)) {
-        long got = reap(1000000);
+        /* With the reader running, it reaps and wakes us: wait on the
+         * slot (a thread blocked in io_getevents sees only the events it
+         * reaps itself, and slept out its whole timeout when the reader
+         * took this one: a sweep's time waiting for reads doubled); look
+         * for ourselves now and then, in case the reader has no CPU. */
+        long got;
+        if (atomic_load_explicit(&reader_state, memory_order_relaxed) == 1) {
+            os_futex_wait(&sl->done, 0, 200000);
+            got = atomic_load_explicit(&sl->done, memory_order_acquire) ? 0 : reap(0);
+        } else {
+            got = reap(1000000);
+        }
         if (got < 0) sb_read_failed((int)-got, sb_addr(sl->g));
     }
     atomic_fetch_add_explicit(&sb.io_ns, os_now_ns() - t0, memory_order_relaxed);
