@@ -8,6 +8,8 @@
 #include "os_storage.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <fcntl.h>
 #include <linux/aio_abi.h>
 #include <linux/userfaultfd.h>
@@ -242,6 +244,13 @@ long os_aio_reap(uint64_t ctx, uint64_t *data, int64_t *res, long max, uint64_t 
     }
     return n;
 }
+
+void os_futex_wait(_Atomic int *word, int expected, uint64_t timeout_ns) {
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
+    (void)syscall(SYS_futex, (int *)word, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
+}
+
+void os_futex_wake(_Atomic int *word) { (void)syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0); }
 
 void os_file_willneed(int fd, off_t off, off_t len) { (void)posix_fadvise(fd, off, len, POSIX_FADV_WILLNEED); }
 

@@ -78,6 +78,10 @@ int os_aio_setup(unsigned nr, uint64_t *ctx);
 void os_aio_destroy(uint64_t ctx);
 int os_aio_read(uint64_t ctx, int fd, void *buf, size_t len, off_t off, uint64_t data);
 long os_aio_reap(uint64_t ctx, uint64_t *data, int64_t *res, long max, uint64_t timeout_ns);
+/* Waits up to timeout_ns while *word == expected (a futex: async-signal-safe);
+ * os_futex_wake wakes every thread waiting on word. */
+void os_futex_wait(_Atomic int *word, int expected, uint64_t timeout_ns);
+void os_futex_wake(_Atomic int *word);
 /* Asks the page cache to read [off, off+len) ahead (buffered I/O). */
 void os_file_willneed(int fd, off_t off, off_t len);
 

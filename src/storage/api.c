@@ -68,6 +68,8 @@ void *sb_alloc(size_t size, size_t align) {
         atomic_store(&sb.outgrown, true);
         sb_cleaner_start();
     }
+    /* Reads ahead can start (from the file: once evictions have begun). */
+    if (atomic_load_explicit(&sb.outgrown, memory_order_relaxed)) sb_ra_reader_start();
     int e = reserve(g, n, allocated);
     if (e) {
         (void)os_file_punch(sb.fd, file_off(g), (off_t)usable);
@@ -101,8 +103,18 @@ size_t sb_block_size(const void *p) {
 }
 
 /* Drops the granules [g, g+n) from memory and from the file and gives them
- * the state `keep` (0 for a free, ALLOC|HEAD bits for a discard). */
+ * the state `keep` (0 for a free, ALLOC|HEAD bits for a discard).
+ *
+ * A free punches the file once, over the whole block, after the last
+ * run: a punch waits for every direct I/O in flight on the file (the
+ * cleaner's write-backs, the reads ahead), so punching run by run (2 MiB)
+ * made freeing a 100 MiB block wait fifty times (the graph contraction
+ * spent 0.4 s of its 0.9 in such waits).  Nothing can load the freed
+ * granules meanwhile (they are no longer part of a block).  A discard
+ * punches run by run, before it unlocks: its granules stay part of a live
+ * block, and a write there after the unlock must not be punched away. */
 static void drop_range(size_t g, size_t n, bool freeing) {
+    bool punch_all = false;
     for (size_t i = 0; i < n;) {
         uint8_t states[RUN_MAX];
         size_t k = 0, resident = 0;
@@ -118,12 +130,15 @@ static void drop_range(size_t g, size_t n, bool freeing) {
         /* Disk space is held by a reservation or by data written back. */
         bool on_disk = atomic_load_explicit(&sb.reserving, memory_order_relaxed);
         for (size_t j = 0; j < k && !on_disk; j++) on_disk = (states[j] & ST_FILE) != 0;
-        if (on_disk && os_file_punch(sb.fd, file_off(g + i), (off_t)len) == 0)
+        if (on_disk && freeing) punch_all = true;
+        else if (on_disk && os_file_punch(sb.fd, file_off(g + i), (off_t)len) == 0)
             atomic_store_explicit(&sb.stalled_until, 0, memory_order_relaxed);
         if (resident) sb_budget_give(resident);
         for (size_t j = 0; j < k; j++) sb_unlock(g + i + j, freeing ? 0 : (uint8_t)(states[j] & (ST_ALLOC | ST_HEAD)));
         i += k;
     }
+    if (punch_all && os_file_punch(sb.fd, file_off(g), (off_t)(n << sb.gran_shift)) == 0)
+        atomic_store_explicit(&sb.stalled_until, 0, memory_order_relaxed);
 }
 
 void sb_free_block(void *p) {
@@ -201,6 +216,7 @@ void *strata_sb_realloc(void *p, size_t size) {
         if (allocated > (sb.budget_pages << sb.gran_shift)) {
             atomic_store(&sb.outgrown, true);
             sb_cleaner_start();
+            sb_ra_reader_start();
         }
         (void)reserve(g, n, allocated);
         for (size_t i = 0; i < n; i++) atomic_store(&sb.st[g + i], (uint8_t)ST_ALLOC);

@@ -20,13 +20,30 @@
  * (taken from the budget at init): read-ahead takes no memory beside
  * the budget.  With
  * buffered I/O the page cache is asked to read ahead instead
- * (POSIX_FADV_WILLNEED).  Everything here is async-signal-safe: atomics
- * and system calls (faults arrive in signal handlers).
+ * (POSIX_FADV_WILLNEED).  Everything the faults run here is
+ * async-signal-safe: atomics and system calls (faults arrive in signal
+ * handlers).
+ *
+ * Completed reads are installed off the program's path: a reader thread
+ * (started once the blocks outgrow the budget, outside any signal
+ * handler) waits for completions and installs each run but its first
+ * granule, which stays locked with its data in the slot's buffer.  The
+ * program, reaching the run, faults on that granule only: the fault copies
+ * one granule instead of the run (the run's copy, about a fifth of the
+ * CPU of an out-of-core sweep, ran on another CPU meanwhile), and it still
+ * marks the stream's progress, which is what starts the next read ahead.
+ * Without that marker the reader could not tell how far the program has
+ * come (neither mechanism sees reads of resident pages), and reading on
+ * regardless would evict what the program has not reached.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "../os/os.h"
 #include "../os/os_storage.h"
@@ -36,7 +53,11 @@
 #define RA_SLOTS 4    /* reads in flight at most */
 #define RA_MAX 256    /* granules per read at most (each slot keeps their states) */
 
-enum { SLOT_FREE, SLOT_FILLING, SLOT_INFLIGHT, SLOT_SETTLING };
+/* A slot's life: FREE -> FILLING (submit locks the run) -> INFLIGHT ->
+ * SETTLING (a thread installs the whole run) -> FREE; or, the reader
+ * first, INFLIGHT -> INSTALLING (all but the first granule) -> INSTALLED
+ * -> SETTLING (the first granule) -> FREE. */
+enum { SLOT_FREE, SLOT_FILLING, SLOT_INFLIGHT, SLOT_SETTLING, SLOT_INSTALLING, SLOT_INSTALLED };
 
 typedef struct {
     _Atomic int state;
@@ -60,6 +81,8 @@ static uint8_t *bufs;
 static size_t buf_size;        /* bytes per slot */
 static uint64_t ctx;
 static bool async;
+static pthread_t reader;
+static _Atomic int reader_state;   /* 0: none, 1: running, 2: stopping */
 
 /* Runs loaded by streams, oldest first: eviction takes these before the
  * clock (drop-behind).  A sweep's pages behind it are the ones it will
@@ -147,8 +170,11 @@ int sb_ra_init(void) {
 
 void sb_ra_fini(void) {
     if (!async) return;
+    bool reading = atomic_exchange(&reader_state, 2) == 1;
     sb_ra_settle_all();
-    os_aio_destroy(ctx);
+    os_aio_destroy(ctx);   /* wakes the reader, which sees the stop */
+    if (reading) pthread_join(reader, NULL);
+    atomic_store(&reader_state, 0);
     os_free(bufs, buf_size * RA_SLOTS);
     bufs = NULL;
     async = false;
@@ -169,35 +195,144 @@ size_t sb_ra_window(size_t g, int *stream) {
     return sb.load_max;
 }
 
-/* Waits for slot k's read (any thread may reap any completion: each is
- * recorded in its slot), installs it, unlocks its run, frees the slot. */
-static void settle(int k) {
-    ra_slot *sl = &slots[k];
-    uint64_t t0 = os_now_ns();
-    while (!atomic_load_explicit(&sl->done, memory_order_acquire)) {
-        uint64_t data[RA_SLOTS];
-        int64_t res[RA_SLOTS];
-        long got = os_aio_reap(ctx, data, res, RA_SLOTS, 1000000);
-        if (got < 0) sb_read_failed((int)-got, sb_addr(sl->g));
-        for (long i = 0; i < got; i++) {
-            if (data[i] >= RA_SLOTS) continue;
-            atomic_store_explicit(&slots[data[i]].res, res[i], memory_order_relaxed);
-            atomic_store_explicit(&slots[data[i]].done, 1, memory_order_release);
-        }
+/* Waits up to timeout_ns for completions and records each in its slot
+ * (any thread may reap any completion).  How many, or -errno. */
+static long reap(uint64_t timeout_ns) {
+    uint64_t data[RA_SLOTS];
+    int64_t res[RA_SLOTS];
+    long got = os_aio_reap(ctx, data, res, RA_SLOTS, timeout_ns);
+    for (long i = 0; i < got; i++) {
+        if (data[i] >= RA_SLOTS) continue;
+        atomic_store_explicit(&slots[data[i]].res, res[i], memory_order_relaxed);
+        atomic_store_explicit(&slots[data[i]].done, 1, memory_order_release);
+        os_futex_wake(&slots[data[i]].done);   /* a thread settling it may wait (below) */
     }
-    atomic_fetch_add_explicit(&sb.io_ns, os_now_ns() - t0, memory_order_relaxed);
+    return got;
+}
+
+/* Slot k's completed read: what it read past its end is a hole (zeros). */
+static void read_result(int k) {
+    ra_slot *sl = &slots[k];
     size_t len = sl->n << sb.gran_shift;
     int64_t r = atomic_load_explicit(&sl->res, memory_order_relaxed);
     if (r < 0) sb_read_failed((int)-r, sb_addr(sl->g));
-    if ((size_t)r < len) memset(slot_buf(k) + r, 0, len - (size_t)r);   /* past the end: a hole */
-    sb_install_run(sl->g, sl->n, sl->states, slot_buf(k));
+    if ((size_t)r < len) memset(slot_buf(k) + r, 0, len - (size_t)r);
+}
+
+/* The run is all installed: it is a stream's past, the slot is free. */
+static void release_slot(int k) {
+    ra_slot *sl = &slots[k];
     behind_push(sl->g, sl->n);
-    for (size_t i = 0; i < sl->n; i++) sb_unlock(sl->g + i, sl->states[i]);
-    atomic_fetch_add_explicit(&sb.bytes_read, len, memory_order_relaxed);
     atomic_fetch_add_explicit(&sb.prefetches, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&sb.ra_inflight, 1, memory_order_release);
     atomic_store_explicit(&sl->state, SLOT_FREE, memory_order_release);
 }
+
+/* Waits for slot k's read (SETTLING, from INFLIGHT), installs it, unlocks
+ * its run, frees the slot. */
+static void settle(int k) {
+    ra_slot *sl = &slots[k];
+    uint64_t t0 = os_now_ns();
+    while (!atomic_load_explicit(&sl->done, memory_order_acquire)) {
+        /* With the reader running, it reaps and wakes us: wait on the
+         * slot (a thread blocked in io_getevents sees only the events it
+         * reaps itself, and slept out its whole timeout when the reader
+         * took this one: a sweep's time waiting for reads doubled); look
+         * for ourselves now and then, in case the reader has no CPU. */
+        long got;
+        if (atomic_load_explicit(&reader_state, memory_order_relaxed) == 1) {
+            os_futex_wait(&sl->done, 0, 200000);
+            got = atomic_load_explicit(&sl->done, memory_order_acquire) ? 0 : reap(0);
+        } else {
+            got = reap(1000000);
+        }
+        if (got < 0) sb_read_failed((int)-got, sb_addr(sl->g));
+    }
+    atomic_fetch_add_explicit(&sb.io_ns, os_now_ns() - t0, memory_order_relaxed);
+    read_result(k);
+    sb_install_run(sl->g, sl->n, sl->states, slot_buf(k));
+    for (size_t i = 0; i < sl->n; i++) sb_unlock(sl->g + i, sl->states[i]);
+    atomic_fetch_add_explicit(&sb.bytes_read, sl->n << sb.gran_shift, memory_order_relaxed);
+    release_slot(k);
+}
+
+/* The reader's part of slot k (INSTALLING, its read complete): installs
+ * and unlocks every granule but the first, then INSTALLED. */
+static void install_ahead(int k) {
+    ra_slot *sl = &slots[k];
+    read_result(k);
+    if (sl->n > 1) {
+        sb_install_run(sl->g + 1, sl->n - 1, sl->states + 1, slot_buf(k) + sb.gran);
+        for (size_t i = 1; i < sl->n; i++) sb_unlock(sl->g + i, sl->states[i]);
+    }
+    atomic_fetch_add_explicit(&sb.bytes_read, sl->n << sb.gran_shift, memory_order_relaxed);
+    atomic_store_explicit(&sl->state, SLOT_INSTALLED, memory_order_release);
+}
+
+/* The rest of an INSTALLED slot k (now SETTLING): its first granule. */
+static void settle_head(int k) {
+    ra_slot *sl = &slots[k];
+    sb_install_run(sl->g, 1, sl->states, slot_buf(k));
+    sb_unlock(sl->g, sl->states[0]);
+    release_slot(k);
+}
+
+/* Waits while the reader installs slot k; its state after. */
+static int installed(int k) {
+    int st;
+    while ((st = atomic_load_explicit(&slots[k].state, memory_order_acquire)) == SLOT_INSTALLING) sched_yield();
+    return st;
+}
+
+/* Moves slot k from INFLIGHT or INSTALLED to SETTLING and settles it: true
+ * if this thread did. */
+static bool settle_slot(int k) {
+    int st = installed(k);
+    if ((st != SLOT_INFLIGHT && st != SLOT_INSTALLED) ||
+        !atomic_compare_exchange_strong(&slots[k].state, &st, SLOT_SETTLING))
+        return false;
+    if (st == SLOT_INFLIGHT) settle(k);
+    else settle_head(k);
+    return true;
+}
+
+static void *reader_main(void *arg) {
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* the program's signals go to its threads */
+    while (atomic_load_explicit(&reader_state, memory_order_acquire) == 1) {
+        /* A completion wakes it, and so does the context's destruction
+         * at a stop; the timeout only bounds how late it sees completions
+         * another thread reaped. */
+        if (reap(1000000000ull) < 0) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        for (int k = 0; k < RA_SLOTS; k++) {
+            ra_slot *sl = &slots[k];
+            int inflight = SLOT_INFLIGHT;
+            if (atomic_load_explicit(&sl->state, memory_order_acquire) != SLOT_INFLIGHT ||
+                !atomic_load_explicit(&sl->done, memory_order_acquire) ||
+                atomic_load_explicit(&sl->res, memory_order_relaxed) < 0)   /* a failure: the fault reports it */
+                continue;
+            if (atomic_compare_exchange_strong(&sl->state, &inflight, SLOT_INSTALLING)) install_ahead(k);
+        }
+    }
+    return NULL;
+}
+
+void sb_ra_reader_start(void) {
+    int none = 0;
+    if (!async || !atomic_compare_exchange_strong(&reader_state, &none, 1)) return;
+    if (pthread_create(&reader, NULL, reader_main, NULL) != 0) {
+        atomic_store(&reader_state, 0);   /* faults install their runs themselves */
+        return;
+    }
+    pthread_setname_np(reader, "strata-sb-read");
+}
+
 
 /* Starts the read of up to w granules from g for stream s: the granules
  * must be the stored, non-resident rest of one block and free to lock.
@@ -266,9 +401,11 @@ static void top_up(int s) {
     for (;;) {
         if (!async) return;
         size_t flying = 0;
-        for (int k = 0; k < RA_SLOTS; k++)
-            flying += atomic_load_explicit(&slots[k].state, memory_order_acquire) == SLOT_INFLIGHT &&
-                      slots[k].stream == s;
+        for (int k = 0; k < RA_SLOTS; k++) {
+            /* Runs the reader installed count until the program reaches them. */
+            int st = atomic_load_explicit(&slots[k].state, memory_order_acquire);
+            flying += (st == SLOT_INFLIGHT || st == SLOT_INSTALLING || st == SLOT_INSTALLED) && slots[k].stream == s;
+        }
         if (flying >= sb.ra_depth) return;
         size_t from = atomic_load_explicit(&st->ra_end, memory_order_relaxed);
         size_t n = submit(from, w, s);
@@ -299,22 +436,29 @@ void sb_ra_loaded(size_t g, size_t n, int stream, bool from_file) {
 bool sb_ra_settle_at(size_t g, bool by_fault) {
     for (int k = 0; k < RA_SLOTS; k++) {
         ra_slot *sl = &slots[k];
-        if (atomic_load_explicit(&sl->state, memory_order_acquire) != SLOT_INFLIGHT) continue;
+        int st = atomic_load_explicit(&sl->state, memory_order_acquire);
+        if (st != SLOT_INFLIGHT && st != SLOT_INSTALLING && st != SLOT_INSTALLED) continue;
         if (g < sl->g || g >= sl->g + sl->n) continue;
-        int inflight = SLOT_INFLIGHT;
-        if (!atomic_compare_exchange_strong(&sl->state, &inflight, SLOT_SETTLING)) continue;
+        /* Of a run the reader installs, only the first granule is left to
+         * settle (the others it unlocks itself). */
+        if (st != SLOT_INFLIGHT && g != sl->g) continue;
+        st = installed(k);
+        if ((st != SLOT_INFLIGHT && st != SLOT_INSTALLED) ||
+            !atomic_compare_exchange_strong(&sl->state, &st, SLOT_SETTLING))
+            continue;
         int s = sl->stream;
         size_t end = sl->g + sl->n, n = sl->n;
-        settle(k);
+        if (st == SLOT_INFLIGHT) settle(k);
+        else settle_head(k);
         if (by_fault && s >= 0) {
             /* The stream reached its read-ahead: it goes on from there.
              * (The next read starts after this one is installed: a read
              * started while this one holds its budget could find nothing
              * to evict.  The other runs in flight overlap the wait.) */
-            ra_stream *st = &streams[s];
-            atomic_store_explicit(&st->next, end, memory_order_relaxed);
+            ra_stream *rs = &streams[s];
+            atomic_store_explicit(&rs->next, end, memory_order_relaxed);
             size_t w = 2 * n;
-            atomic_store_explicit(&st->window, w < sb.ra_cap ? w : sb.ra_cap, memory_order_relaxed);
+            atomic_store_explicit(&rs->window, w < sb.ra_cap ? w : sb.ra_cap, memory_order_relaxed);
             top_up(s);
         }
         return true;
@@ -324,12 +468,6 @@ bool sb_ra_settle_at(size_t g, bool by_fault) {
 
 size_t sb_ra_settle_all(void) {
     size_t done = 0;
-    for (int k = 0; k < RA_SLOTS; k++) {
-        int inflight = SLOT_INFLIGHT;
-        if (atomic_compare_exchange_strong(&slots[k].state, &inflight, SLOT_SETTLING)) {
-            settle(k);
-            done++;
-        }
-    }
+    for (int k = 0; k < RA_SLOTS; k++) done += settle_slot(k);
     return done;
 }

@@ -164,6 +164,9 @@ bool sb_ra_settle_at(size_t g, bool by_fault);
 bool sb_ra_pop_behind(size_t *g, size_t *n);
 /* Completes every read in flight (their granules become evictable). */
 size_t sb_ra_settle_all(void);   /* how many it completed */
+/* Starts the reader thread, which installs completed reads ahead of the
+ * program (not from a signal handler; sb_ra_fini stops it). */
+void sb_ra_reader_start(void);
 
 /* ---- budget.c ------------------------------------------------------------ */
 /* Takes n granules of budget, evicting others (never g's run, which is
