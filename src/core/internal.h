@@ -436,17 +436,7 @@ void page_collect(page_t *page);
 void page_collect_full(heap_t *heap, page_t *page);
 void heap_return_reset_pages(heap_t *heap);
 bool page_set_delay(page_t *page, delay_state state, bool force);
-void page_retire_slow(heap_t *heap, page_t *page);
-/* An emptied page.  The page malloc takes this class's blocks from, kept
- * already, needs nothing more (its purge stamp is renewed lazily, see
- * page_is_kept): inline, so free's fast path makes no call for it. */
-static inline void page_retire(heap_t *heap, page_t *page) {
-    strata_assert(page->used == 0);
-    if (likely(page->purge_at != 0 && heap->class_page[page->class_idx] == page) &&
-        likely(!(page_flags(page) & PAGE_FULL)))
-        return;
-    page_retire_slow(heap, page);
-}
+void page_retire(heap_t *heap, page_t *page);
 void page_unfull(heap_t *heap, page_t *page);
 page_t *page_find_free(heap_t *heap, uint32_t cls);
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now);

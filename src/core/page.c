@@ -483,7 +483,7 @@ static void page_keep_stamp(heap_t *heap, page_t *page, long delay) {
  * before touching fresh memory (heap_release_retained).  heap_retire_expired
  * gives them back once the delay is over.  With a zero delay only the
  * class's only page is kept (for one tick). */
-noinline void page_retire_slow(heap_t *heap, page_t *page) {
+static noinline void page_retire_slow(heap_t *heap, page_t *page) {
     uint32_t cls = page->class_idx;
     page_queue_t *q = &heap->queues[cls];
     long delay = heap_purge_delay(heap);
@@ -516,6 +516,13 @@ noinline void page_retire_slow(heap_t *heap, page_t *page) {
  * given back only once it stayed unused for the whole delay, and a
  * malloc/free pair costs no clock, delay or queue bookkeeping (those were
  * half its instructions). */
+void page_retire(heap_t *heap, page_t *page) {
+    strata_assert(page->used == 0 && page_check(page, true) == 0);
+    if (likely(page->purge_at != 0 && heap->class_page[page->class_idx] == page) &&
+        likely(!(page_flags(page) & PAGE_FULL)))
+        return;
+    page_retire_slow(heap, page);
+}
 
 /* Finds (or makes) a page of class cls with a free block, first in queue.
  * Pages found full on the way go to the full queue. */
