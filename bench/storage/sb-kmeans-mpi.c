@@ -10,21 +10,16 @@
  *
  * usage: bench-sb-kmeans-mpi [--points N (per rank)] [--iters I]
  */
-#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "bench.h"
+#include "mpi_common.h"
 
 #define DIM 16
 #define K 16
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t rng(uint64_t *s) {
     uint64_t x = *s;
@@ -34,27 +29,21 @@ static uint64_t rng(uint64_t *s) {
     return *s = x;
 }
 
-static void fail(const char *what) {
-    fprintf(stderr, "check failed: %s\n", what);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int rank, ranks;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    mpi_begin(&argc, &argv, &rank, &ranks);
     size_t n = 1u << 19;
     int iters = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--points")) n = (size_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
-        else fail("unknown argument");
+        else mpi_fail("unknown argument");
     }
-    uint64_t t_start = now_ns();
+    uint64_t t_start = bench_now_ns();
     float *pts = malloc(n * DIM * sizeof *pts);
     uint8_t *assign = malloc(n);
-    if (!pts || !assign) fail("out of memory");
+    if (!pts || !assign) mpi_fail("out of memory");
     uint64_t s = 7 + (uint64_t)rank * 1000003;
     for (size_t i = 0; i < n; i++) {
         int c = (int)(rng(&s) % K);
@@ -66,7 +55,7 @@ int main(int argc, char **argv) {
         for (int d = 0; d < DIM; d++) cen[c][d] = pts[(size_t)c * 7919 % n * DIM + d];
     MPI_Bcast(cen, K * DIM, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     double prev = 1e300;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     for (int it = 0; it < iters; it++) {
         double local[K * DIM + K + 1], global[K * DIM + K + 1];
         memset(local, 0, sizeof local);
@@ -92,15 +81,15 @@ int main(int argc, char **argv) {
             if (cnt > 0)
                 for (int d = 0; d < DIM; d++) cen[c][d] = global[c * DIM + d] / cnt;
         }
-        if (total != (double)n * ranks) fail("not every point assigned");
+        if (total != (double)n * ranks) mpi_fail("not every point assigned");
         double wcss = global[K * DIM + K];
-        if (wcss > prev * (1 + 1e-9)) fail("the sum of squares grew");
+        if (wcss > prev * (1 + 1e-9)) mpi_fail("the sum of squares grew");
         prev = wcss;
     }
-    double secs = (double)(now_ns() - t0) * 1e-9;
+    double secs = (double)(bench_now_ns() - t0) * 1e-9;
     if (rank == 0) {
         printf("metric iter_s %g\n", secs);
-        printf("metric total_s %g\n", (double)(now_ns() - t_start) * 1e-9);
+        printf("metric total_s %g\n", (double)(bench_now_ns() - t_start) * 1e-9);
         printf("metric points_per_s %g\n", (double)n * ranks * iters / secs);
         printf("result wcss %.6e\n", prev);
         printf("check ok\n");

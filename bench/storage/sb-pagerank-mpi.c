@@ -14,36 +14,30 @@
  *
  * usage: bench-sb-pagerank-mpi [--vertices V (in all)] [--degree D] [--iters I]
  */
-#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "mpi_common.h"
 
-static void fail(const char *what) {
-    fprintf(stderr, "check failed: %s\n", what);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int rank, ranks;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    mpi_begin(&argc, &argv, &rank, &ranks);
     size_t V = 2u << 20, D = 16;
     int iters = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--vertices")) V = (size_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--degree")) D = (size_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
-        else fail("unknown argument");
+        else mpi_fail("unknown argument");
     }
     uint64_t t_start = bench_now_ns();
     /* Rank r owns vertices [lo[r], lo[r+1]). */
     int *counts = malloc((size_t)ranks * sizeof *counts), *displs = malloc((size_t)ranks * sizeof *displs);
-    if (!counts || !displs) fail("out of memory");
+    if (!counts || !displs) mpi_fail("out of memory");
     for (int r = 0; r < ranks; r++) {
         size_t a = V * (size_t)r / (size_t)ranks, b = V * (size_t)(r + 1) / (size_t)ranks;
         displs[r] = (int)a;
@@ -53,7 +47,7 @@ int main(int argc, char **argv) {
     uint32_t *start = malloc((nv + 1) * sizeof *start);
     uint32_t *src = malloc(ne * sizeof *src);
     double *x = malloc(V * sizeof *x), *xn = malloc(V * sizeof *xn), *y = malloc(nv * sizeof *y);
-    if (!start || !src || !x || !xn || !y) fail("out of memory");
+    if (!start || !src || !x || !xn || !y) mpi_fail("out of memory");
     /* The single process's edges v0*D ... : the same generator, its first
      * v0*D numbers skipped. */
     bench_rng r;
@@ -80,11 +74,11 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         double sum = 0, digest = 0;
         for (size_t v = 0; v < V; v++) {
-            if (!(x[v] > 0)) fail("a rank is not positive");
+            if (!(x[v] > 0)) mpi_fail("a rank is not positive");
             sum += x[v];
             digest += x[v] * (double)(v % 1000 + 1);
         }
-        if (sum < 0.9 || sum > 1.1) fail("ranks do not sum to 1");
+        if (sum < 0.9 || sum > 1.1) mpi_fail("ranks do not sum to 1");
         printf("metric iter_s %g\n", secs);
         printf("metric total_s %g\n", (double)(bench_now_ns() - t_start) * 1e-9);
         printf("metric edges_per_s %g\n", (double)V * (double)D * iters / secs);

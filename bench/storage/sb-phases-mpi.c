@@ -11,37 +11,31 @@
  *
  * usage: bench-sb-phases-mpi [--edges E (in all)] [--levels L]
  */
-#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "mpi_common.h"
 #include "phases.h"
 
-static void fail(const char *what) {
-    fprintf(stderr, "check failed: %s\n", what);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int rank, ranks;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    mpi_begin(&argc, &argv, &rank, &ranks);
     size_t E = 8u << 20;
     int levels = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--edges")) E = (size_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--levels")) levels = atoi(argv[i + 1]);
-        else fail("unknown argument");
+        else mpi_fail("unknown argument");
     }
     uint64_t t_start = bench_now_ns();
     size_t V = E / 8, ne = E / (size_t)ranks;
     uint64_t mine, weight;
     edge *g = phases_generate(ne, V, rank, &mine);
-    if (!g) fail("out of memory");
+    if (!g) mpi_fail("out of memory");
     MPI_Allreduce(&mine, &weight, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     bench_rng r;
     bench_rng_seed(&r, 7 + (uint64_t)rank * 1000003);
@@ -50,13 +44,13 @@ int main(int argc, char **argv) {
     uint64_t t0 = bench_now_ns();
     for (int l = 0; l < levels && V > 1; l++) {
         uint32_t *map = phases_map(V, l);
-        if (!map) fail("out of memory");
+        if (!map) mpi_fail("out of memory");
         uint64_t local[2], global[2];
-        if (!(g = phases_contract(g, &ne, map, &r, &local[1]))) fail("out of memory");
+        if (!(g = phases_contract(g, &ne, map, &r, &local[1]))) mpi_fail("out of memory");
         free(map);
         local[0] = ne;
         MPI_Allreduce(local, global, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-        if (global[1] != weight) fail("the weight changed");
+        if (global[1] != weight) mpi_fail("the weight changed");
         V = (V + 1) / 2;
         if (rank == 0) printf("level %d: %zu vertices, %llu edges\n", l + 1, V, (unsigned long long)global[0]);
         if (len > 0 && (size_t)len < sizeof result)
@@ -67,7 +61,7 @@ int main(int argc, char **argv) {
     for (size_t e = 0; e < ne; e++) sum += g[e].w;
     MPI_Reduce(&sum, &total, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        if (total != weight) fail("the final weight changed");
+        if (total != weight) mpi_fail("the final weight changed");
         printf("%s weight %llu\n", result, (unsigned long long)total);
         printf("metric levels_s %g\n", secs);
         printf("metric total_s %g\n", (double)(bench_now_ns() - t_start) * 1e-9);
