@@ -33,12 +33,8 @@ static int advised(const void *p) {
 }
 
 int main(void) {
-    char thp[128] = "";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (f) {
-        if (!fgets(thp, sizeof thp, f)) thp[0] = 0;
-        fclose(f);
-    }
+    char thp[128];
+    thp_enabled(thp, sizeof thp);
     if (!strstr(thp, "[madvise]")) {
         printf("transfer_huge: skipped: THP is not in madvise mode here (%s)\n", thp[0] ? thp : "no THP");
         return 77;

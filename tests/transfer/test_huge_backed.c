@@ -77,12 +77,8 @@ static char *check_block(size_t n) {
 }
 
 int main(void) {
-    char thp[128] = "";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (f) {
-        if (!fgets(thp, sizeof thp, f)) thp[0] = 0;
-        fclose(f);
-    }
+    char thp[128];
+    thp_enabled(thp, sizeof thp);
     long mode = strata_option_get(STRATA_OPTION_HUGEPAGES);
     if (!thp[0] || strstr(thp, "[never]")) {
         printf("transfer_huge_backed: skipped: THP is off here (%s)\n", thp[0] ? thp : "no THP");

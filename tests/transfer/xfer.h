@@ -58,6 +58,15 @@ static inline size_t pattern_check(const void *src, size_t from, size_t n, uint6
     return SIZE_MAX;
 }
 
+/* The system's THP setting ("always [madvise] never"), or "" without THP. */
+static inline void thp_enabled(char *buf, size_t size) {
+    buf[0] = 0;
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return;
+    if (!fgets(buf, (int)size, f)) buf[0] = 0;
+    fclose(f);
+}
+
 static inline void *map_bytes(size_t n) {
     void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(p != MAP_FAILED);
