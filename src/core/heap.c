@@ -173,7 +173,6 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
     pthread_mutex_unlock(&registry_lock);
     if (!heap) return NULL;
     atomic_store_explicit(&last_heap_start, os_now_ms(), memory_order_relaxed);
-    if (!adopted) heap_foreign_init(heap);
     if (adopted) {
         stat_add(&stats.adopted, heap_segment_count(heap));
         /* Its clock and its demand start now: the time it waited is not
@@ -182,6 +181,7 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
         __atomic_store_n(&heap->maintained_at, 0, __ATOMIC_RELAXED);
         heap->demand_at = os_now_ms();
     } else {
+        heap_foreign_init(heap);
         for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
         for (size_t i = 0; i <= CLASS_COUNT; i++) heap->class_page[i] = &page_empty;
         heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
