@@ -144,8 +144,7 @@ static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero) 
         if (!heap) { errno = ENOMEM; return NULL; }
     }
     if (unlikely((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE)) {
-        void *cached = zero ? NULL : large_cache_alloc(size);   /* the large tier's thread cache: no clock, no lock */
-        return cached ? cached : large_uncached(heap, size, zero);
+        return zero ? large_uncached(heap, size, true) : malloc_large(heap, size);
     }
     size_t asked = size;
     if (unlikely(strata_check_mode)) {
