@@ -226,9 +226,7 @@ static size_t segment_unmap(segment_t *seg) {
  * limit (CACHE_SHARE_DIV).  The memory count takes each cached segment as
  * fully resident, which errs on the side of giving back. */
 static uint32_t cache_cap(void) {
-    size_t room = os_as_free();
-    size_t mem = os_memory_headroom();
-    if (mem < room) room = mem;
+    size_t room = os_cache_room();
     if (room == SIZE_MAX) return SEGMENT_CACHE_MAX;
     room += (size_t)cache_count * SEGMENT_SIZE;   /* what the cache holds counts as room */
     size_t n = room / CACHE_SHARE_DIV / SEGMENT_SIZE;

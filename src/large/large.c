@@ -525,11 +525,9 @@ static size_t cache_cap(void) {
     size_t threads = atomic_load_explicit(&stats.threads, memory_order_relaxed);
     if (threads > 1 && CACHE_TOTAL / threads < cap) cap = CACHE_TOTAL / threads;
     size_t share = 64 * (threads > 1 ? threads : 1);
-    size_t room = os_memory_headroom();
-    if (room != SIZE_MAX && room / share < cap) cap = room / share;
-    /* Under an address-space limit (ulimit -v) cached blocks hold address
-     * space too: the same share of what is left of the limit. */
-    room = os_as_free();
+    /* (Under an address-space limit, ulimit -v, cached blocks hold
+     * address space too: the same share of what is left of it.) */
+    size_t room = os_cache_room();
     if (room != SIZE_MAX && room / share < cap) cap = room / share;
     return cap;
 }

@@ -197,6 +197,11 @@ size_t os_rss_recent(void) {
     return rss;
 }
 
+size_t os_cache_room(void) {
+    size_t as = os_as_free(), mem = os_memory_headroom();
+    return as < mem ? as : mem;
+}
+
 size_t os_memory_headroom(void) {
     size_t limit = os_memory_limit();
     if (limit == SIZE_MAX) return SIZE_MAX;

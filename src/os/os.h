@@ -120,6 +120,9 @@ void os_set_memory_limit(size_t bytes);   /* 0: auto (the cgroup's) */
 /* Limit minus what counts against it (the cgroup's usage, or our RSS for a
  * limit stated by hand), re-read at most every 10 ms; 0 when over it. */
 size_t os_memory_headroom(void);
+/* What caches may share: the smaller of os_memory_headroom() and
+ * os_as_free() (cached memory holds both); SIZE_MAX without limits. */
+size_t os_cache_room(void);
 void os_limits_refresh(void);
 /* os_rss_bytes(), at most 10 ms old (slow paths call it often). */
 size_t os_rss_recent(void);
