@@ -39,12 +39,9 @@ STRATA_NO_SLP void strata_free(void *p) {
     strata_free_generic(p, page, "free()");
 }
 
-/* Not a size-class block: a block of the large tier's thread cache classes
- * goes back to it at once; anything else is a large block, a foreign
- * pointer or an error (free_slow). */
-static noinline void free_not_class(void *p, const char *call) {
-    if (!large_cache_free(p)) free_slow(p, &page_foreign, call);
-}
+/* Not a size-class block, and not one the large tier's thread cache took
+ * (large_cache_free_else): a large block, a foreign pointer or an error. */
+static noinline void free_not_class(void *p, const char *call) { free_slow(p, &page_foreign, call); }
 
 static void free_remote(page_t *page, block_t *b) {
     uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
@@ -203,15 +200,25 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
     else free_remote(page, b);
 }
 
-/* Off free's fast path, with the page it found (page_foreign if none).
- * The common case here, a live block start of another thread's page (or a
- * full one), is checked inline and pushed; the rest goes to free_slow. */
+static noinline void free_class_generic(void *p, page_t *page, const char *call);
+
+/* Off free's fast path, with the page it found (page_foreign if none):
+ * a block of no size-class page goes to the large tier's thread cache
+ * first (a push there, as a block of the classes is one here), with no
+ * frame set up on the way; the rest to free_class_generic. */
 noinline void strata_free_generic(void *p, page_t *page, const char *call) {
-    block_t *b = p;
     if (page == &page_foreign) {
-        if (p) free_not_class(p, call);   /* (free(NULL) ends here; a tail call, before this function needs a frame) */
+        if (p) large_cache_free_else(p, call, free_not_class);   /* (free(NULL) ends here) */
         return;
     }
+    free_class_generic(p, page, call);
+}
+
+/* A block of a size-class page off the fast path.  The common case here, a
+ * live block start of another thread's page (or a full one), is checked
+ * inline and pushed; the rest goes to free_slow. */
+static noinline void free_class_generic(void *p, page_t *page, const char *call) {
+    block_t *b = p;
     if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p)) &&
         likely(!block_link_ok(page, b))) {
         heap_t *owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_acquire);
