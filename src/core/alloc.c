@@ -159,7 +159,6 @@ static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero) 
         if (size > CLASS_MAX_SIZE || (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return big_alloc(heap, asked, 16, zero);
     }
     heap_collect_delayed(heap);
-    remote_batch_flush();   /* (what this thread freed into other heaps' pages waits no longer than its next slow malloc) */
     uint32_t cls = class_of(size);
     page_t *page = heap->queues[cls].first;
     /* A first page the fast path was not given (adopted with a segment, or

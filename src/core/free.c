@@ -7,7 +7,6 @@
 #include "internal.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include "../large/large.h"
@@ -86,109 +85,6 @@ static void free_remote(page_t *page, block_t *b) {
     }
 }
 
-/* ---- Remote frees in batches --------------------------------------------
- * A thread that frees other threads' blocks (a consumer, a ring) gathers
- * them per page, linked as the page's remote list links them, and pushes
- * each page's batch with one compare-and-swap on its thread_free when
- * REMOTE_BATCH blocks are gathered, when another page takes the batch's
- * slot, at the thread's next malloc off its fast path, on strata_release()
- * and at thread exit.  One atomic read-modify-write of the page's line per
- * batch instead of one per block: each one took the line away from the
- * owner, whose next malloc from the page took it back (a producer-consumer
- * pair paid that per block).  Bounded: REMOTE_BATCH_SLOTS pages of at most
- * REMOTE_BATCH - 1 blocks, of classes up to 1 KiB, so a thread that stops
- * holds back at most 15 x 16 blocks of 1 KiB from their pages.  A gathered
- * block carries the page's link, as on thread_free, so a second free of it
- * from any thread is a double free (see block_find). */
-#define REMOTE_BATCH 16
-#define REMOTE_BATCH_SLOTS 16
-typedef struct {
-    page_t *page;
-    block_t *head, *tail;
-    uint32_t n;
-} remote_batch_t;
-static __thread __attribute__((tls_model("initial-exec"))) struct {
-    remote_batch_t slot[REMOTE_BATCH_SLOTS];
-    uint32_t pending;       /* slots holding blocks */
-    bool registered;        /* the exit hook is set (or cannot be: then no batches) */
-    bool off;               /* exited, or no exit hook: push block by block */
-} remote_batches;
-static pthread_key_t remote_batch_key;
-static pthread_once_t remote_batch_once = PTHREAD_ONCE_INIT;
-
-static void free_remote(page_t *page, block_t *b);
-
-/* Pushes one gathered batch: its tail linked to the page's remote list and
- * its head put on top in one compare-and-swap.  A page in its owner's full
- * queue (DELAY_USE) is handed over as free_remote does it, block by block:
- * the first one moves the page back, the rest are plain pushes. */
-static void remote_batch_push(remote_batch_t *e) {
-    page_t *page = e->page;
-    block_t *head = e->head, *tail = e->tail;
-    e->head = e->tail = NULL;
-    e->n = 0;
-    remote_batches.pending--;
-    uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
-    do {
-        if ((tf & 3) == DELAY_USE) {
-            for (block_t *b = head, *next; b; b = next) {
-                next = block_next(page, b);
-                free_remote(page, b);
-            }
-            return;
-        }
-        block_set_next(page, tail, (block_t *)(tf & ~(uintptr_t)3));
-    } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, (uintptr_t)head | (tf & 3),
-                                                    memory_order_release, memory_order_relaxed));
-}
-
-void remote_batch_flush(void) {
-    for (uint32_t i = 0; i < REMOTE_BATCH_SLOTS && remote_batches.pending; i++)
-        if (remote_batches.slot[i].n) remote_batch_push(&remote_batches.slot[i]);
-}
-
-static void remote_batch_exit(void *value) {
-    (void)value;
-    remote_batches.off = true;   /* frees from later destructors push at once */
-    remote_batch_flush();
-}
-
-static void remote_batch_key_make(void) {
-    if (pthread_key_create(&remote_batch_key, remote_batch_exit) != 0) remote_batch_key = (pthread_key_t)-1;
-}
-
-/* The thread's first batched free sets the exit hook (a key past glibc's
- * static ones may malloc: a small request, not this path). */
-static noinline bool remote_batch_register(void) {
-    remote_batches.registered = true;
-    pthread_once(&remote_batch_once, remote_batch_key_make);
-    if (remote_batch_key == (pthread_key_t)-1 || pthread_setspecific(remote_batch_key, &remote_batches) != 0)
-        remote_batches.off = true;
-    return !remote_batches.off;
-}
-
-/* A remote free of a live block b of page (no flag set, so not in its
- * owner's full queue): gathered (see above), or pushed at once. */
-static void free_remote_batched(page_t *page, block_t *b) {
-    if (page->class_idx >= FOREIGN_CLASSES || remote_batches.off ||
-        (unlikely(!remote_batches.registered) && !remote_batch_register())) {
-        free_remote(page, b);
-        return;
-    }
-    remote_batch_t *e = &remote_batches.slot[((uintptr_t)page / sizeof(page_t)) % REMOTE_BATCH_SLOTS];
-    if (e->page != page) {
-        if (e->n) remote_batch_push(e);
-        e->page = page;
-    }
-    block_set_next(page, b, e->head);
-    if (!e->head) {
-        e->tail = b;
-        remote_batches.pending++;
-    }
-    e->head = b;
-    if (++e->n == REMOTE_BATCH) remote_batch_push(e);
-}
-
 /* A block of another heap this thread frees is kept to serve its own next
  * malloc of the class (heap_t.foreign): the block was just read here, so it
  * is in this core's cache, where the owner's next block is not (a ring of
@@ -257,12 +153,14 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
         strata_report(call, "double free", p, NULL);   /* in a foreign cache (foreign_put) */
         return NULL;
     } else if (block_link_ok(page, b)) {
-        /* Looks free: a live block matches the key with probability 2^-64.
-         * Trusted by every thread, the owner too (it used to confirm with
-         * a scan of its page's lists, but a freed block may wait in another
-         * thread's remote batch, on none of them: free_remote_batched). */
-        strata_report(call, "double free", p, NULL);
-        return NULL;
+        /* Looks free.  The owner confirms with a scan; another thread
+         * cannot walk the owner's lists safely and trusts the key (a live
+         * block matches it with probability 2^-64). */
+        heap_t *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
+        if (owner != tls_heap || page_holds_free(page, b)) {
+            strata_report(call, "double free", p, NULL);
+            return NULL;
+        }
     }
     return b;
 }
@@ -328,9 +226,7 @@ static noinline void free_class_generic(void *p, page_t *page, const char *call)
         if (likely(owner != NULL && owner != self) &&
             likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed)) &&
             likely(!block_in_foreign_cache(b))) {
-            if (foreign_put(self, page, b)) return;
-            if (page_flags(page) == 0) free_remote_batched(page, b);
-            else free_remote(page, b);
+            if (!foreign_put(self, page, b)) free_remote(page, b);
             return;
         }
     }

@@ -482,8 +482,6 @@ bool canary_check(page_t *page, block_t *b, const void *p, const char *call);
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);
 void *strata_malloc_aligned(size_t size, size_t align, bool zero);
 void strata_free_generic(void *p, page_t *page, const char *call);
-/* Pushes this thread's gathered remote frees to their pages (free.c). */
-void remote_batch_flush(void);
 void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size, bool zero);
 size_t strata_usable_size_of(const void *p);
 /* Usable size of the live block p starts, or 0 after reporting (as call) that

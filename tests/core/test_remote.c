@@ -10,10 +10,7 @@
  * correctly.  Also the foreign caches: a block of another thread's heap
  * freed here serves this thread's next malloc of its class (at most
  * FOREIGN_CAP per class are held), goes home when this thread exits, and a
- * second free of it while held is caught.  And remote frees in batches:
- * a thread without a heap pushes a page's blocks REMOTE_BATCH at a time,
- * the rest at its exit, and a second free of a block it holds, by it or
- * by the block's owner, aborts.  Linked statically, so malloc
+ * second free of it while held is caught.  Linked statically, so malloc
  * here is Strata's. */
 #include <pthread.h>
 #include <signal.h>
@@ -226,101 +223,6 @@ static void double_free_of_a_held_block_is_caught(void) {
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
 }
 
-/* ---- remote frees in batches (free.c, free_remote_batched) ---- */
-enum { BATCHED = 20, BATCH = 16 };
-static pthread_barrier_t freed, checked;
-
-/* Blocks on a page's remote list (the owner is parked: nobody takes it). */
-static uint32_t remote_list_length(page_t *page) {
-    uint32_t n = 0;
-    uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_acquire) & ~(uintptr_t)3;
-    for (block_t *b = (block_t *)tf; b && n <= page->capacity; b = block_next(page, b)) n++;
-    return n;
-}
-
-/* Never mallocs (no heap, so no foreign cache): frees BATCHED of the
- * holder's blocks, lets main look, then exits. */
-static void *free_batched_then_wait(void *arg) {
-    (void)arg;
-    for (int i = 0; i < BATCHED; i++) free(theirs[i]);
-    pthread_barrier_wait(&freed);
-    pthread_barrier_wait(&checked);
-    return NULL;
-}
-
-static void remote_frees_reach_the_page_in_batches(void) {
-    pthread_barrier_init(&made, NULL, 2);
-    pthread_barrier_init(&done, NULL, 2);
-    pthread_barrier_init(&freed, NULL, 2);
-    pthread_barrier_init(&checked, NULL, 2);
-    pthread_t h, f;
-    pthread_create(&h, NULL, holder, NULL);
-    pthread_barrier_wait(&made);
-    page_t *page = page_of(segment_of(theirs[0]), theirs[0]);
-    for (int i = 1; i < BATCHED; i++) CHECK(page_of(segment_of(theirs[i]), theirs[i]) == page);
-    uint32_t before = remote_list_length(page);
-    pthread_create(&f, NULL, free_batched_then_wait, NULL);
-    pthread_barrier_wait(&freed);
-    /* One batch pushed, the rest gathered while the freeing thread lives. */
-    uint32_t alive = remote_list_length(page) - before;
-    pthread_barrier_wait(&checked);
-    pthread_join(f, NULL);
-    /* Its exit pushed what it still held. */
-    uint32_t exited = remote_list_length(page) - before;
-    fprintf(stderr, "remote list: %u blocks while the freeing thread lived, %u after it exited (of %d)\n", alive, exited,
-            BATCHED);
-    CHECK(alive == BATCH);
-    CHECK(exited == BATCHED);
-    pthread_barrier_wait(&done);
-    pthread_join(h, NULL);
-    pthread_barrier_destroy(&made);
-    pthread_barrier_destroy(&done);
-    pthread_barrier_destroy(&freed);
-    pthread_barrier_destroy(&checked);
-}
-
-/* A block waiting in another thread's batch is freed again: by that
- * thread, or by its owner (whose lists do not hold it): both abort. */
-static void *free_once_then_wait(void *p) {
-    free(p);
-    pthread_barrier_wait(&freed);
-    pthread_barrier_wait(&checked);
-    return NULL;
-}
-
-static void *free_twice(void *p) {
-    free(p);
-    free(p);   /* gathered here: must abort */
-    return NULL;
-}
-
-static void double_free_of_a_batched_block_is_caught(void) {
-    for (int by_owner = 0; by_owner < 2; by_owner++) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            void *p = malloc(200);
-            pthread_t t;
-            if (by_owner) {
-                pthread_barrier_init(&freed, NULL, 2);
-                pthread_barrier_init(&checked, NULL, 2);
-                pthread_create(&t, NULL, free_once_then_wait, p);
-                pthread_barrier_wait(&freed);
-                free(p);   /* the owner: must abort */
-                pthread_barrier_wait(&checked);
-            } else {
-                pthread_create(&t, NULL, free_twice, p);
-            }
-            pthread_join(t, NULL);
-            _exit(0);
-        }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        fprintf(stderr, "double free of a batched block, %s: %s\n", by_owner ? "by its owner" : "by the batching thread",
-                WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT ? "aborted" : "NOT caught");
-        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
-    }
-}
-
 int main(void) {
     if (!rss_now()) {
         printf("SKIP: /proc/self/statm is not readable here\n");
@@ -333,8 +235,6 @@ int main(void) {
     RUN(foreign_blocks_serve_this_threads_mallocs);
     RUN(held_blocks_go_home_at_thread_exit);
     RUN(double_free_of_a_held_block_is_caught);
-    RUN(remote_frees_reach_the_page_in_batches);
-    RUN(double_free_of_a_batched_block_is_caught);
     free(blocks);
     return check_failures != 0;
 }
