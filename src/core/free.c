@@ -93,13 +93,13 @@ static noinline void free_remote(page_t *page, block_t *b) {
  * that sleeps holds at most that many blocks back from their pages; they
  * go home when it exits or calls strata_release().  Not for threads without
  * a heap (they never allocate), pages with checks or aligned blocks, or on
- * a NUMA machine (the block may be another node's). */
-/* foreign_fits's kinds of answer: not taken; taken; and taken in a cache
- * that was empty, for which the NUMA test was not made yet (see below). */
+ * a NUMA machine (the block may be another node's).  foreign_put says
+ * whether a block is kept (checks only; foreign_push puts it): not kept;
+ * kept; or kept if this is no NUMA machine, for the first block of an empty
+ * cache (free_foreign_first asks). */
 enum { FOREIGN_NO, FOREIGN_TAKEN, FOREIGN_FIRST };
 
-/* Whether the cache takes b (checks only; foreign_push puts it). */
-static inline int foreign_fits(heap_t *heap, page_t *page) {
+static inline int foreign_put(heap_t *heap, page_t *page) {
     uint32_t c = page->class_idx;
     /* Not a block of a full page (in its owner's full queue): its owner is
      * not allocating from it, maybe asleep (Larson's main thread), and the
@@ -171,7 +171,7 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
         }
         if (!canary_check(page, b, p, call)) return NULL;
     } else if (block_in_foreign_cache(b)) {
-        strata_report(call, "double free", p, NULL);   /* in a foreign cache (foreign_put) */
+        strata_report(call, "double free", p, NULL);   /* in a foreign cache (foreign_push) */
         return NULL;
     } else if (block_link_ok(page, b)) {
         /* Looks free.  The owner confirms with a scan; another thread
@@ -247,7 +247,7 @@ STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, con
         if (likely(owner != NULL && owner != self) &&
             likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed)) &&
             likely(!block_in_foreign_cache(b))) {
-            int fits = foreign_fits(self, page);
+            int fits = foreign_put(self, page);
             if (fits == FOREIGN_TAKEN) foreign_push(self, page, b);
             else if (fits == FOREIGN_FIRST) free_foreign_first(self, page, b);
             else free_remote(page, b);
