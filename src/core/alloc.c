@@ -26,17 +26,20 @@ static inline void *page_pop(heap_t *heap, page_t *page, size_t size, bool zero)
     return b;
 }
 
-static noinline void *malloc_large(heap_t *heap, size_t size);
+static inline void *malloc_large(size_t size);
 static noinline void *malloc_refill(heap_t *heap, size_t size, page_t *page);
 
 /* The fast path: one load for the page (by size up to 1 KiB, by class up
- * to 128 KiB), one for the block; above, straight to the large tier. */
+ * to 128 KiB), one for the block; from 128 KiB, straight to the large tier
+ * (the largest class's size is always at or above the large threshold,
+ * whose maximum it is, so its page is never the fast path's). */
+_Static_assert(CLASS_MAX_SIZE == 128 * 1024, "the large threshold's maximum (options.c) is the largest class");
 void *strata_malloc(size_t size) {
     heap_t *heap = tls_heap;
     page_t *page;
     if (likely(size <= DIRECT_MAX)) page = heap->direct[(size + 7) >> 3];
-    else if (likely(size <= CLASS_MAX_SIZE)) page = heap->class_page[class_of(size)];
-    else return malloc_large(heap, size);   /* (a tail call: this path keeps no frame) */
+    else if (likely(size < CLASS_MAX_SIZE)) page = heap->class_page[class_of(size)];
+    else return malloc_large(size);   /* (a tail call: this path keeps no frame) */
     if (likely(page->free != NULL)) return page_pop(heap, page, size, false);
     return malloc_refill(heap, size, page);
 }
@@ -72,18 +75,22 @@ static void *large_uncached(heap_t *heap, size_t size, bool zero) {
     return big_alloc(heap, size, 16, zero);
 }
 
-/* Above the size classes: the large tier's thread cache (a pop, no lock),
- * as free() tries it first; else (nothing cached, or the cache says no to
- * keep the clocks running) the generic path's large case. */
-static noinline void *malloc_large(heap_t *heap, size_t size) {
-    void *cached = large_cache_alloc(size);
-    if (likely(cached != NULL)) return cached;
+/* What the large tier's thread cache did not serve: the generic path's
+ * large case (with a heap: this thread's first call may be this one). */
+static noinline void *malloc_large_miss(size_t size) {
+    heap_t *heap = tls_heap;
     if (unlikely(heap == &heap_empty)) {
         heap = heap_get_or_init();
         if (!heap) { errno = ENOMEM; return NULL; }
     }
     return large_uncached(heap, size, false);
 }
+
+/* Above the size classes: the large tier's thread cache (a pop, no lock),
+ * as free() tries it first; else (nothing cached, or the cache says no to
+ * keep the clocks running) malloc_large_miss.  A tail call both ways, so
+ * a cached pair keeps no frame on either side. */
+static inline void *malloc_large(size_t size) { return large_cache_alloc_else(size, malloc_large_miss); }
 
 /* Quick refills between two page searches: REFILL_SEARCH_EVERY - 1 in a row
  * at most, so the housekeeping, the statistics' fold and the collection of
@@ -118,7 +125,7 @@ static inline bool page_refill(heap_t *heap, page_t *page) {
  * size to the large tier; sb_mpi_mpich then crashed: storage-backed memory
  * started after MPI's SIGBUS handler). */
 static inline void *malloc_unrefilled(heap_t *heap, size_t size, bool zero) {
-    if (!zero && heap != &heap_empty && (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return malloc_large(heap, size);
+    if (!zero && heap != &heap_empty && (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return malloc_large(size);
     return malloc_generic_full(heap, size, zero);
 }
 
@@ -144,7 +151,7 @@ static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero) 
         if (!heap) { errno = ENOMEM; return NULL; }
     }
     if (unlikely((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE)) {
-        return zero ? large_uncached(heap, size, true) : malloc_large(heap, size);
+        return zero ? large_uncached(heap, size, true) : malloc_large(size);
     }
     size_t asked = size;
     if (unlikely(strata_check_mode)) {

@@ -39,14 +39,11 @@ STRATA_NO_SLP void strata_free(void *p) {
     strata_free_generic(p, page, "free()");
 }
 
-/* Not a size-class block: a block of the large tier's thread cache classes
- * goes back to it at once; anything else is a large block, a foreign
- * pointer or an error (free_slow). */
-static noinline void free_not_class(void *p, const char *call) {
-    if (!large_cache_free(p)) free_slow(p, &page_foreign, call);
-}
+/* Not a size-class block, and not one the large tier's thread cache took
+ * (large_cache_free_else): a large block, a foreign pointer or an error. */
+static noinline void free_not_class(void *p, const char *call) { free_slow(p, &page_foreign, call); }
 
-static void free_remote(page_t *page, block_t *b) {
+static noinline void free_remote(page_t *page, block_t *b) {
     uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     uintptr_t state, next;
     do {
@@ -96,23 +93,44 @@ static void free_remote(page_t *page, block_t *b) {
  * that sleeps holds at most that many blocks back from their pages; they
  * go home when it exits or calls strata_release().  Not for threads without
  * a heap (they never allocate), pages with checks or aligned blocks, or on
- * a NUMA machine (the block may be another node's). */
-static inline bool foreign_put(heap_t *heap, page_t *page, block_t *b) {
+ * a NUMA machine (the block may be another node's).  foreign_put says
+ * whether a block is kept (checks only; foreign_push puts it): not kept;
+ * kept; or kept if this is no NUMA machine, for the first block of an empty
+ * cache (free_foreign_first asks). */
+enum { FOREIGN_NO, FOREIGN_TAKEN, FOREIGN_FIRST };
+
+static inline int foreign_put(heap_t *heap, page_t *page) {
     uint32_t c = page->class_idx;
     /* Not a block of a full page (in its owner's full queue): its owner is
      * not allocating from it, maybe asleep (Larson's main thread), and the
      * page can only go back to the OS once its blocks come home. */
-    if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0) return false;
+    if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0) return FOREIGN_NO;
     page_t *fp = &heap->foreign[c];
-    if (fp->capacity - fp->used >= FOREIGN_CAP || os_numa_node_count() > 1) return false;
+    uint32_t held = fp->capacity - fp->used;
+    if (held >= FOREIGN_CAP) return FOREIGN_NO;
+    /* The node count is asked (a call: out of line, free_foreign_first)
+     * only when the cache starts to fill: a block it holds passed it. */
+    return held == 0 ? FOREIGN_FIRST : FOREIGN_TAKEN;
+}
+
+static inline void foreign_push(heap_t *heap, page_t *page, block_t *b) {
+    uint32_t c = page->class_idx;
+    page_t *fp = &heap->foreign[c];
     block_set_next(fp, b, fp->free);
     fp->free = b;
     /* The fast path is pointed at the cache once it is full, and comes
      * back to the class's page through the generic path when it has
      * drained it: one switch each way per FOREIGN_CAP blocks, not per
-     * block (a switch per block cost Larson a third more time). */
+     * block (a switch per block cost Larson a third more time).  (A tail
+     * call: the path that keeps blocks sets up no frame.) */
     if (++fp->capacity - fp->used == FOREIGN_CAP) heap_direct_update(heap, c);
-    return true;
+}
+
+/* The first block for an empty cache: kept unless this is a NUMA machine
+ * (the block may be another node's). */
+static noinline void free_foreign_first(heap_t *heap, page_t *page, block_t *b) {
+    if (os_numa_node_count() > 1) free_remote(page, b);
+    else foreign_push(heap, page, b);
 }
 
 /* Bytes usable from p (inside block b) to its end; with STRATA_CHECK, to
@@ -153,7 +171,7 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
         }
         if (!canary_check(page, b, p, call)) return NULL;
     } else if (block_in_foreign_cache(b)) {
-        strata_report(call, "double free", p, NULL);   /* in a foreign cache (foreign_put) */
+        strata_report(call, "double free", p, NULL);   /* in a foreign cache (foreign_push) */
         return NULL;
     } else if (block_link_ok(page, b)) {
         /* Looks free.  The owner confirms with a scan; another thread
@@ -203,15 +221,25 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
     else free_remote(page, b);
 }
 
-/* Off free's fast path, with the page it found (page_foreign if none).
- * The common case here, a live block start of another thread's page (or a
- * full one), is checked inline and pushed; the rest goes to free_slow. */
+STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, const char *call);
+
+/* Off free's fast path, with the page it found (page_foreign if none):
+ * a block of no size-class page goes to the large tier's thread cache
+ * first (a push there, as a block of the classes is one here), with no
+ * frame set up on the way; the rest to free_class_generic. */
 noinline void strata_free_generic(void *p, page_t *page, const char *call) {
-    block_t *b = p;
     if (page == &page_foreign) {
-        if (p) free_not_class(p, call);   /* (free(NULL) ends here; a tail call, before this function needs a frame) */
+        if (p) large_cache_free_else(p, call, free_not_class);   /* (free(NULL) ends here) */
         return;
     }
+    free_class_generic(p, page, call);
+}
+
+/* A block of a size-class page off the fast path.  The common case here, a
+ * live block start of another thread's page (or a full one), is checked
+ * inline and pushed; the rest goes to free_slow. */
+STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, const char *call) {
+    block_t *b = p;
     if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p)) &&
         likely(!block_link_ok(page, b))) {
         heap_t *owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_acquire);
@@ -219,7 +247,10 @@ noinline void strata_free_generic(void *p, page_t *page, const char *call) {
         if (likely(owner != NULL && owner != self) &&
             likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed)) &&
             likely(!block_in_foreign_cache(b))) {
-            if (!foreign_put(self, page, b)) free_remote(page, b);
+            int fits = foreign_put(self, page);
+            if (fits == FOREIGN_TAKEN) foreign_push(self, page, b);
+            else if (fits == FOREIGN_FIRST) free_foreign_first(self, page, b);
+            else free_remote(page, b);
             return;
         }
     }

@@ -368,13 +368,22 @@ static stripe_t *my_home(void) {
  * decoded: a thread's large blocks mostly come from one reservation, so
  * the next lookup is a range check and one load (the slot still holds that
  * word) instead of a scan.  A slot emptied and filled again with the same
- * word holds the same range: still right. */
+ * word holds the same range: still right.  With it, the slot's class table
+ * and how many of the range's pages it covers (a table is kept for its
+ * slot's later reservations, so it stays valid while the word does), and
+ * this thread's cache (below): the fast paths of the thread cache find all
+ * of it from one thread-pointer offset. */
+struct tcache_s;
 static __thread __attribute__((tls_model("initial-exec"))) struct {
     uintptr_t base;
     size_t len;
     uint64_t word;
     int slot;
+    _Atomic(uint8_t) *cls;          /* the slot's class table, or NULL */
+    size_t cls_pages;               /* pages of [base, base + len) it covers */
+    struct tcache_s *cache;         /* this thread's cache (my_cache) */
 } my_region;
+#define my_cache (my_region.cache)
 
 /* The reservation slot holding p, or -1; *w gets its word. */
 static inline int slot_of(const void *p, uint64_t *w) {
@@ -393,6 +402,11 @@ static inline int slot_of(const void *p, uint64_t *w) {
             my_region.len = region_len(x);
             my_region.word = x;
             my_region.slot = (int)i;
+            /* (The table was stored before the word: the acquire above sees it.) */
+            _Atomic(uint8_t) *t = atomic_load_explicit(&region_cls[i], memory_order_acquire);
+            size_t pages = region_len(x) / CACHE_PAGE;
+            my_region.cls = t;
+            my_region.cls_pages = !t ? 0 : pages < region_cls_len[i] ? pages : region_cls_len[i];
             return (int)i;
         }
     }
@@ -449,7 +463,7 @@ static inline _Atomic(uint8_t) *cls_entry(int slot, uint64_t w, const void *p) {
 #define CACHE_TOTAL ((size_t)8 << 20)
 
 typedef struct cache_bin_s {
-    uint32_t n, max;
+    uint32_t n, max;                /* n: written by the owner with bin_set_n */
     void *slot[CACHE_SLOTS];        /* oldest first */
 } cache_bin_t;
 
@@ -460,18 +474,22 @@ typedef struct tcache_s {
     bool numa;                      /* more than one node: hits are placed too */
     unsigned ticks;                 /* large_cache_alloc calls */
     size_t cap;                     /* bound on bytes (0: cache off) */
+    /* cap less the bytes cached now (negative once cap shrank below them):
+     * the push tests and lowers one word.  Owner only; large_stats_get
+     * counts the bytes from the bins. */
+    ptrdiff_t room;
     size_t threads_seen;            /* stats.threads when cap was set */
-    /* Written by the owner only, read by large_stats_get from other threads. */
-    _Atomic(size_t) bytes;          /* cached now */
-    /* Cumulative: mallocs served, frees taken, blocks given to the arenas. */
-    _Atomic(uint64_t) hits, puts, flushed;
+    /* Cumulative: mallocs served, blocks given to the arenas.  Written by
+     * the owner only, read by large_stats_get from other threads.  (Frees
+     * taken are these two and the blocks cached now: no third counter on
+     * the push.) */
+    _Atomic(uint64_t) hits, flushed;
     cache_bin_t bin[CACHE_CLASSES + 1];
 } tcache_t;
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static tcache_t *cache_all, *cache_spare;
 static _Atomic(unsigned) cache_epoch;
-static __thread __attribute__((tls_model("initial-exec"))) tcache_t *my_cache;
 static __thread __attribute__((tls_model("initial-exec"))) bool my_cache_off;   /* exited, or no memory */
 /* Cache counters of exited threads (large_stats_get adds them). */
 static _Atomic(uint64_t) cache_hits_done, cache_puts_done;
@@ -483,6 +501,8 @@ static uint8_t pages_class[CACHE_MAX / CACHE_PAGE + 1];
  * relaxed atomics only so other threads may read them. */
 #define OWN_ADD(f, n) atomic_store_explicit(&(f), atomic_load_explicit(&(f), memory_order_relaxed) + (n), memory_order_relaxed)
 #define OWN_GET(f) atomic_load_explicit(&(f), memory_order_relaxed)
+/* A bin's count: the owner's plain store, atomic for large_stats_get. */
+static inline void bin_set_n(cache_bin_t *b, uint32_t n) { __atomic_store_n(&b->n, n, __ATOMIC_RELAXED); }
 
 /* The class of a request of size bytes (<= CACHE_MAX), 1..CACHE_CLASSES
  * (computed once into pages_class). */
@@ -497,6 +517,17 @@ static unsigned class_compute(size_t size) {
 static inline unsigned cache_class(size_t size) { return pages_class[(size + CACHE_PAGE - 1) / CACHE_PAGE]; }
 static size_t class_bytes[CACHE_CLASSES + 1];
 static inline size_t class_size(unsigned c) { return class_bytes[c]; }
+/* Bytes cached in t now (the owner's, or a snapshot from another thread). */
+static size_t cache_bytes_of(const tcache_t *t, size_t *blocks) {
+    size_t bytes = 0, k = 0;
+    for (unsigned c = 1; c <= CACHE_CLASSES; c++) {
+        uint32_t n = __atomic_load_n(&t->bin[c].n, __ATOMIC_RELAXED);
+        k += n;
+        bytes += n * class_size(c);
+    }
+    if (blocks) *blocks = k;
+    return bytes;
+}
 
 static inline uint64_t cache_key_of(const void *p) {
     return atomic_load_explicit(&cache_secret, memory_order_relaxed) ^ (uint64_t)(uintptr_t)p;
@@ -534,7 +565,9 @@ static size_t cache_cap(void) {
 
 static void cache_set_cap(tcache_t *t) {
     t->threads_seen = atomic_load_explicit(&stats.threads, memory_order_relaxed);
-    t->cap = cache_cap();
+    size_t cap = cache_cap();
+    t->room += (ptrdiff_t)cap - (ptrdiff_t)t->cap;
+    t->cap = cap;
 }
 
 /* Gives the oldest n blocks of bin c back to their arenas. */
@@ -570,8 +603,8 @@ static void cache_bin_flush(tcache_t *t, unsigned c, uint32_t n, bool trylock) {
     t->busy = was_busy;
     if (!done) return;
     memmove(b->slot, b->slot + done, (b->n - done) * sizeof(void *));
-    b->n -= done;
-    OWN_ADD(t->bytes, -(done * size));
+    bin_set_n(b, b->n - done);
+    t->room += (ptrdiff_t)(done * size);
     OWN_ADD(t->flushed, done);
     stat_sub(&stats.large_live_bytes, done * size);
     atomic_fetch_add_explicit(&cache_flushed, done, memory_order_relaxed);
@@ -643,7 +676,10 @@ static void cache_thread_exit(void *value) {
             break;
         }
     atomic_fetch_add_explicit(&cache_hits_done, atomic_load_explicit(&t->hits, memory_order_relaxed), memory_order_relaxed);
-    atomic_fetch_add_explicit(&cache_puts_done, atomic_load_explicit(&t->puts, memory_order_relaxed), memory_order_relaxed);
+    /* (Emptied: every block it took was hit or flushed.) */
+    atomic_fetch_add_explicit(&cache_puts_done,
+                              atomic_load_explicit(&t->hits, memory_order_relaxed) + atomic_load_explicit(&t->flushed, memory_order_relaxed),
+                              memory_order_relaxed);
     t->next = cache_spare;
     cache_spare = t;
     pthread_mutex_unlock(&cache_lock);
@@ -670,9 +706,10 @@ static inline void *cache_pop(size_t size) {
     unsigned c = cache_class(size);
     cache_bin_t *b = &t->bin[c];
     if (!b->n) return NULL;
-    void *p = b->slot[--b->n];
+    bin_set_n(b, b->n - 1);
+    void *p = b->slot[b->n];
     ((uint64_t *)p)[1] = 0;
-    OWN_ADD(t->bytes, -class_size(c));
+    t->room += (ptrdiff_t)class_size(c);
     OWN_ADD(t->hits, 1);
     if (__builtin_expect(t->numa, 0)) return cache_place(p, size);
     return p;
@@ -680,9 +717,9 @@ static inline void *cache_pop(size_t size) {
 
 static inline void cache_put(tcache_t *t, cache_bin_t *b, void *p, size_t size) {
     ((uint64_t *)p)[1] = cache_key_of(p);
-    b->slot[b->n++] = p;
-    OWN_ADD(t->bytes, size);
-    OWN_ADD(t->puts, 1);
+    b->slot[b->n] = p;
+    bin_set_n(b, b->n + 1);
+    t->room -= (ptrdiff_t)size;
 }
 
 /* cache_push when the cache is missing, lags the epoch or is full. */
@@ -698,9 +735,9 @@ static noinline bool cache_push_slow(void *p, unsigned c) {
     /* The older half of the bin goes, and the biggest bins' blocks if the
      * thread's bound needs more room. */
     if (b->n == b->max) cache_bin_flush(t, c, (b->n + 1) / 2, false);
-    for (unsigned o = CACHE_CLASSES; OWN_GET(t->bytes) + size > t->cap && o >= 1; o--)
+    for (unsigned o = CACHE_CLASSES; t->room < (ptrdiff_t)size && o >= 1; o--)
         if (t->bin[o].n) cache_bin_flush(t, o, t->bin[o].n, false);
-    if (b->n == b->max || OWN_GET(t->bytes) + size > t->cap) return false;
+    if (b->n == b->max || t->room < (ptrdiff_t)size) return false;
     cache_put(t, b, p, size);
     return true;
 }
@@ -712,7 +749,7 @@ static inline bool cache_push(void *p, unsigned c) {
     if (__builtin_expect(t != NULL, 1) && __builtin_expect(t->epoch == atomic_load_explicit(&cache_epoch, memory_order_relaxed), 1)) {
         cache_bin_t *b = &t->bin[c];
         size_t size = class_size(c);
-        if (__builtin_expect(b->n < b->max && OWN_GET(t->bytes) + size <= t->cap, 1)) {
+        if (__builtin_expect(b->n < b->max && t->room >= (ptrdiff_t)size, 1)) {
             cache_put(t, b, p, size);
             return true;
         }
@@ -780,6 +817,38 @@ void *large_cache_alloc(size_t size) {
     tcache_t *t = my_cache;
     if (size > CACHE_MAX || !t || !(++t->ticks & (CACHE_TICK - 1))) return NULL;
     return cache_pop(size);
+}
+
+/* large_cache_alloc_else's way when its inline pop does not serve: a cache
+ * behind the epoch is emptied (cache_pop does), then the caller's path. */
+static noinline void *cache_alloc_miss(size_t size, void *(*miss)(size_t size)) {
+    tcache_t *t = my_cache;
+    if (t && t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed)) cache_renew(t);
+    return miss(size);
+}
+
+/* malloc's way in (a pair of malloc and free of one size is a pop here and
+ * a push in large_cache_free_else): cache_pop written out with what it
+ * needs only, so no frame is set up and the caller's miss path is a tail
+ * call from here.  The same bounds, tick and epoch as large_cache_alloc. */
+void *large_cache_alloc_else(size_t size, void *(*miss)(size_t size)) {
+    tcache_t *t = my_cache;
+    if (__builtin_expect(size <= CACHE_MAX && t != NULL, 1) && __builtin_expect(++t->ticks & (CACHE_TICK - 1), 1) &&
+        __builtin_expect(t->epoch == atomic_load_explicit(&cache_epoch, memory_order_relaxed), 1)) {
+        unsigned c = cache_class(size);
+        cache_bin_t *b = &t->bin[c];
+        uint32_t n = b->n;
+        if (__builtin_expect(n != 0, 1)) {
+            void *p = b->slot[--n];
+            bin_set_n(b, n);
+            ((uint64_t *)p)[1] = 0;
+            t->room += (ptrdiff_t)class_size(c);
+            OWN_ADD(t->hits, 1);
+            if (__builtin_expect(t->numa, 0)) return cache_place(p, size);
+            return p;
+        }
+    }
+    return cache_alloc_miss(size, miss);
 }
 
 /* calloc takes a cached block too, zeroed by hand: the arena would hand
@@ -947,6 +1016,45 @@ bool large_cache_free(void *p) {
         return true;
     }
     return cache_push(p, cls);
+}
+
+/* large_cache_free_else's way when its inline push does not take p. */
+static noinline void cache_free_miss(void *p, const char *call, void (*miss)(void *p, const char *call)) {
+    if (!large_cache_free(p)) miss(p, call);
+}
+
+/* free()'s way in: large_cache_free with its common case written out — p
+ * in the reservation this thread freed into last (one range test, which
+ * also asks that p start a page: a rotation puts its low bits on top), a
+ * cacheable block that does not carry the cached key (then it would be a
+ * double free), a bin and a cache with room — and everything else, as
+ * miss too, out of line, so the caller's frame is never set up for it. */
+void large_cache_free_else(void *p, const char *call, void (*miss)(void *p, const char *call)) {
+    uintptr_t x = (uintptr_t)p - my_region.base;
+    uintptr_t page = (x >> 12) | (x << (64 - 12));
+    _Static_assert(CACHE_PAGE == (size_t)1 << 12, "the rotation tests the cache's page");
+    tcache_t *t = my_cache;
+    if (__builtin_expect(page < my_region.cls_pages, 1) &&
+        __builtin_expect(atomic_load_explicit(&regions[my_region.slot].word, memory_order_acquire) == my_region.word, 1) &&
+        __builtin_expect(t != NULL, 1) &&
+        __builtin_expect(t->epoch == atomic_load_explicit(&cache_epoch, memory_order_relaxed), 1)) {
+        unsigned c = atomic_load_explicit(&my_region.cls[page], memory_order_relaxed);
+        cache_bin_t *b = &t->bin[c];
+        uint32_t n = b->n;
+        ptrdiff_t room = t->room - (ptrdiff_t)class_size(c);
+        /* (Bin 0 is never used: its max is 0.) */
+        if (__builtin_expect(n < b->max, 1) && __builtin_expect(room >= 0, 1)) {
+            uint64_t key = cache_key_of(p);
+            if (__builtin_expect(((uint64_t *)p)[1] != key, 1)) {
+                ((uint64_t *)p)[1] = key;
+                b->slot[n] = p;
+                bin_set_n(b, n + 1);
+                t->room = room;
+                return;
+            }
+        }
+    }
+    cache_free_miss(p, call, miss);
 }
 
 static noinline void free_slow(void *p);
@@ -1139,11 +1247,12 @@ void large_stats_get(large_stats_t *out) {
     size_t bytes = 0, blocks = 0;
     pthread_mutex_lock(&cache_lock);
     for (tcache_t *t = cache_all; t; t = t->next) {
-        hits += atomic_load_explicit(&t->hits, memory_order_relaxed);
-        puts += atomic_load_explicit(&t->puts, memory_order_relaxed);
-        bytes += atomic_load_explicit(&t->bytes, memory_order_relaxed);
-        blocks += atomic_load_explicit(&t->puts, memory_order_relaxed) - atomic_load_explicit(&t->hits, memory_order_relaxed) -
-                  atomic_load_explicit(&t->flushed, memory_order_relaxed);
+        size_t k;
+        uint64_t h = atomic_load_explicit(&t->hits, memory_order_relaxed);
+        hits += h;
+        bytes += cache_bytes_of(t, &k);
+        blocks += k;
+        puts += h + k + atomic_load_explicit(&t->flushed, memory_order_relaxed);
     }
     pthread_mutex_unlock(&cache_lock);
     out->cache_hits = hits;

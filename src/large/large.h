@@ -24,6 +24,11 @@ void *large_alloc_onnode(size_t size, size_t align, bool zero, int node);
  * first on its generic paths. */
 void *large_cache_alloc(size_t size);
 bool large_cache_free(void *p);
+/* The same for malloc's and free's fast paths, which keep no frame: on a
+ * miss (the cache does not serve or take the block) each ends in a tail
+ * call of the caller's miss, with its arguments as given. */
+void *large_cache_alloc_else(size_t size, void *(*miss)(size_t size));
+void large_cache_free_else(void *p, const char *call, void (*miss)(void *p, const char *call));
 /* p is in memory the segment map marks as large.  Reports (strata_error)
  * and returns if p is not the start of a live large block. */
 void large_free(void *p);

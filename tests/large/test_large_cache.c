@@ -352,11 +352,88 @@ static void test_off(void) {
     CHECK(tier().cache_bytes > 0);
 }
 
+/* free()'s inline push (large_cache_free_else) takes only a block start:
+ * a pointer inside a cached-class block, at a page boundary or not, is
+ * reported and nothing is cached; the block itself is then cached once.
+ * The exact largest class size (128 KiB) goes this way too. */
+static void test_interior_pointers(void) {
+    strata_option_set(STRATA_OPTION_ON_ERROR, STRATA_ON_ERROR_WARN);
+    size_t sizes[] = {128 * KiB, 256 * KiB};
+    for (size_t i = 0; i < 2; i++) {
+        char *p = strata_malloc(sizes[i]);
+        CHECK(p && ((uintptr_t)p & 4095) == 0);
+        large_stats_t a = tier();
+        size_t offsets[] = {4096, 16, 8, 4096 + 8, sizes[i] - 4096};
+        for (size_t k = 0; k < sizeof offsets / sizeof *offsets; k++) {
+            char expect[128];
+            snprintf(expect, sizeof expect, "strata: free(): invalid pointer %p", (void *)(p + offsets[k]));
+            const char *msg = capture_stderr(free_it, p + offsets[k]);
+            CHECK(strstr(msg, expect));
+        }
+        large_stats_t b = tier();
+        CHECK(b.cache_puts == a.cache_puts && b.cache_blocks == a.cache_blocks);
+        strata_free(p);
+        large_stats_t c = tier();
+        CHECK(c.cache_puts == a.cache_puts + 1 && c.cache_blocks == a.cache_blocks + 1);
+        for (int j = 0; j < 100; j++) {
+            char *q = strata_malloc(sizes[i]);
+            CHECK(q == p);
+            strata_free(q);
+        }
+        large_stats_t d = tier();
+        CHECK(d.cache_hits == c.cache_hits + 100 && d.cache_puts == c.cache_puts + 100);
+    }
+    strata_option_set(STRATA_OPTION_ON_ERROR, STRATA_ON_ERROR_ABORT);
+    CHECK_TIER();
+}
+
+/* Blocks of several reservations (each new thread's stripe reserves its
+ * own) freed in turn by one thread: each free finds its block's class
+ * table, not the one of the reservation freed into before; every block is
+ * cached, handed back by size, and a second free of any is seen. */
+#define RES_THREADS 3
+static void *alloc_one(void *arg) { return strata_malloc((size_t)(uintptr_t)arg); }
+static void test_several_reservations(void) {
+    strata_option_set(STRATA_OPTION_ON_ERROR, STRATA_ON_ERROR_WARN);
+    size_t size[RES_THREADS + 1] = {160 * KiB, 192 * KiB, 224 * KiB, 288 * KiB};
+    char *p[RES_THREADS + 1];
+    p[0] = strata_malloc(size[0]);
+    for (int i = 1; i <= RES_THREADS; i++) {
+        pthread_t t;
+        void *r = NULL;
+        CHECK(pthread_create(&t, NULL, alloc_one, (void *)(uintptr_t)size[i]) == 0);
+        CHECK(pthread_join(t, &r) == 0);
+        p[i] = r;
+        CHECK(p[i]);
+    }
+    for (int round = 0; round < 3; round++) {
+        large_stats_t a = tier();
+        for (int i = 0; i <= RES_THREADS; i++) strata_free(p[i]);
+        large_stats_t b = tier();
+        CHECK(b.cache_puts == a.cache_puts + RES_THREADS + 1);
+        for (int i = RES_THREADS; i >= 0; i--) {
+            char expect[128];
+            snprintf(expect, sizeof expect, "strata: free(): double free %p", (void *)p[i]);
+            CHECK(strstr(capture_stderr(free_it, p[i]), expect));
+        }
+        for (int i = 0; i <= RES_THREADS; i++) {
+            char *q = strata_malloc(size[i]);
+            CHECK(q == p[i]);
+            memset(q, i, size[i]);
+        }
+    }
+    for (int i = 0; i <= RES_THREADS; i++) strata_free(p[i]);
+    strata_option_set(STRATA_OPTION_ON_ERROR, STRATA_ON_ERROR_ABORT);
+    CHECK_TIER();
+}
+
 int main(void) {
     test_pair_reuses();
     test_odd_sizes();
     test_double_free_same_thread();
     test_double_free_other_thread();
+    test_interior_pointers();
+    test_several_reservations();
     test_thread_exit_flushes();
     test_cross_thread_and_realloc();
     test_calloc_zero();
