@@ -103,8 +103,8 @@ static inline bool foreign_put(heap_t *heap, page_t *page, block_t *b) {
      * not allocating from it, maybe asleep (Larson's main thread), and the
      * page can only go back to the OS once its blocks come home. */
     if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0) return false;
-    page_t *fp = &heap->foreign[c];
-    if (fp->capacity - fp->used >= FOREIGN_CAP || os_numa_node_count() > 1) return false;
+    page_t *fp = heap_foreign_cache(heap, c);
+    if (!fp || fp->capacity - fp->used >= FOREIGN_CAP || os_numa_node_count() > 1) return false;
     block_set_next(fp, b, fp->free);
     fp->free = b;
     /* The fast path is pointed at the cache once it is full, and comes

@@ -359,9 +359,24 @@ typedef struct heap_s {
      * kept (FOREIGN_CAP per class, up to 1 KiB) to serve its own next
      * mallocs of the class, as a pseudo page the fast path pops like any
      * other (heap_direct_update points direct[] at it while it holds some).
-     * capacity counts pushes, used pops. */
-    page_t foreign[FOREIGN_CLASSES];
+     * capacity counts pushes, used pops.  Made on the heap's first foreign
+     * free (foreign.c), NULL until then: the pseudo pages are half of what
+     * a heap would weigh, and a thread that never frees another's blocks
+     * (most threads of most programs) never needs them.  Kept with the
+     * struct when it is reused. */
+    struct foreign_cache_s *foreign;
 } heap_t;
+
+typedef struct foreign_cache_s {
+    page_t page[FOREIGN_CLASSES];
+} foreign_cache_t;
+
+/* The heap's foreign pseudo page of class c, made on first use; NULL when
+ * its memory cannot be had (the block goes home instead). */
+page_t *heap_foreign_make(heap_t *heap, uint32_t c);
+static inline page_t *heap_foreign_cache(heap_t *heap, uint32_t c) {
+    return likely(heap->foreign != NULL) ? &heap->foreign->page[c] : heap_foreign_make(heap, c);
+}
 
 extern heap_t heap_empty;
 
@@ -417,6 +432,7 @@ bool heap_trylock_remote(heap_t *heap);
 void heap_unlock_remote(heap_t *heap);
 void heap_collect_remote(heap_t *heap);
 void heap_collect_others(bool all);
+void *heap_meta_alloc(size_t size);   /* heap metadata, never freed (reused with its heap) */
 void foreign_init_process(void);
 void heap_foreign_init(heap_t *heap);
 void heap_foreign_flush(heap_t *heap);
