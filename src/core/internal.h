@@ -158,7 +158,9 @@ typedef struct page_s {
 /* ---- Segments ------------------------------------------------------------
  * 4 MiB, aligned to 4 MiB (so also to 2 MiB huge pages), owned by one heap.
  * Small segments hold 64 pages of 64 KiB, medium ones 8 pages of 512 KiB;
- * the header below takes the front of page 0.  A segment whose heap's
+ * the header below takes the front of page 0.  Under an address-space
+ * limit a segment may map only the front of its 4 MiB (extent; page_count
+ * counts the pages there), see segment.c.  A segment whose heap's
  * thread exited is abandoned (owner NULL) and is adopted by the next heap
  * that needs a page, or by a thread that frees into it. */
 typedef enum { SEG_SMALL = 0, SEG_MEDIUM = 1, SEG_KINDS = 2 } segment_kind;
@@ -179,6 +181,8 @@ typedef struct segment_s {
     uint32_t used_pages;
     int numa_node;
     uint32_t huge;            /* MADV_HUGEPAGE applied */
+    size_t extent;            /* bytes mapped from the start: SEGMENT_SIZE but under
+                                 an address-space limit (segment.c) */
     struct segment_s *next, *prev;   /* heap's list, abandoned list or cache */
     uint64_t cached_at;       /* in the segment cache: when it arrived */
     _Atomic(uint8_t) *check_bits;    /* STRATA_CHECK: one bit per 8 bytes, set = live */
