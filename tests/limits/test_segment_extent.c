@@ -3,12 +3,15 @@
  * double with what the heap has (never more than twice what it uses), and
  * blocks are served until the address space left is less than the
  * smallest segment (a 4 MiB unit no longer fits near the limit, and that
- * last part used to be left unused).  Without a limit segments are whole.
+ * last part used to be left unused); 48 threads with a block each fit in
+ * 40 MiB.  Without a limit segments are whole.
  * Linked with the static library to look at the segments.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+
+#include <strata.h>
 
 #include "core/check.h"
 #include "core/internal.h"
@@ -63,13 +66,51 @@ static void *limited(void *arg) {
     return NULL;
 }
 
+/* Many threads with a few small blocks each: each thread's small segment
+ * is 512 KiB of address space, not 4 MiB, so 48 of them fit in what the
+ * limit leaves (48 whole segments would need 192 MiB). */
+#define MANY 48
+static pthread_barrier_t all_in;
+static void *few_blocks(void *arg) {
+    void **out = arg;
+    *out = malloc(64);
+    pthread_barrier_wait(&all_in);   /* every thread holds its block (and heap) at once */
+    pthread_barrier_wait(&all_in);
+    free(*out);
+    return NULL;
+}
+
+static void many_threads_fit(pthread_attr_t *attr) {
+    pthread_t t[MANY];
+    void *got[MANY] = {0};
+    size_t before = os_as_used();
+    pthread_barrier_init(&all_in, NULL, MANY + 1);
+    int started = 0;
+    for (; started < MANY; started++)
+        if (pthread_create(&t[started], attr, few_blocks, &got[started]) != 0) break;
+    CHECK(started == MANY);
+    if (started < MANY) exit(1);   /* (the barrier would wait for ever) */
+    pthread_barrier_wait(&all_in);
+    size_t grew = os_as_used() - before;
+    int nulls = 0;
+    for (int i = 0; i < MANY; i++) nulls += got[i] == NULL;
+    fprintf(stderr, "%d threads with a small block each: %zu KiB more address space, %d NULL\n", MANY,
+            grew / KiB, nulls);
+    CHECK(nulls == 0);
+    CHECK(grew <= (size_t)MANY * (512 + 256 + 64) * KiB);   /* segment, stack, heap and slack */
+    pthread_barrier_wait(&all_in);
+    for (int i = 0; i < MANY; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&all_in);
+    strata_release();   /* their heaps' memory, for the fill below */
+}
+
 int main(void) {
     void *p = malloc(100);
     struct rlimit r;
     CHECK(getrlimit(RLIMIT_AS, &r) == 0);
     if (r.rlim_cur == RLIM_INFINITY) CHECK(segment_of(p)->extent == SEGMENT_SIZE);
-    /* The limit: what is mapped now and 40 MiB more (the thread's stack
-     * comes first, out of it). */
+    /* The limit: what is mapped now and 40 MiB more (the threads' stacks
+     * come out of it). */
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * KiB);
@@ -77,6 +118,7 @@ int main(void) {
     if (r.rlim_cur != RLIM_INFINITY && r.rlim_cur < lim.rlim_cur) lim.rlim_cur = r.rlim_cur;
     CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
     os_limits_refresh();
+    many_threads_fit(&attr);
     pthread_t t;
     CHECK(pthread_create(&t, &attr, limited, NULL) == 0);
     CHECK(pthread_join(t, NULL) == 0);
