@@ -2,6 +2,7 @@
  * kept (FOREIGN_CAP per class up to 1 KiB) as a pseudo page per class that
  * its fast path pops like any other, so its next mallocs get blocks this
  * core touched last (free.c's foreign_put says which blocks are kept).
+ * A heap gets its cache on its first foreign free (heap_foreign_make).
  */
 #include "internal.h"
 
@@ -19,9 +20,12 @@ void foreign_init_process(void) {
     foreign_link_sum = foreign_link_key ^ foreign_key;
 }
 
+/* Sets up the pseudo pages of a heap's cache, if it has one (a new heap
+ * reuses the cache of the struct it was made in). */
 void heap_foreign_init(heap_t *heap) {
+    if (!heap->foreign) return;
     for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
-        page_t *fp = &heap->foreign[c];
+        page_t *fp = &heap->foreign->page[c];
         memset(fp, 0, sizeof *fp);
         fp->key = foreign_key;
 #if defined(STRATA_SECURE)
@@ -35,11 +39,22 @@ void heap_foreign_init(heap_t *heap) {
     }
 }
 
+/* The heap's first foreign free: its cache is made now (off the fast
+ * paths: once per heap struct), from the heap metadata batches. */
+page_t *heap_foreign_make(heap_t *heap, uint32_t c) {
+    foreign_cache_t *fc = heap_meta_alloc(sizeof *fc);
+    if (!fc) return NULL;
+    heap->foreign = fc;
+    heap_foreign_init(heap);
+    return &fc->page[c];
+}
+
 /* Gives the kept foreign blocks back to their heaps (the thread exits, or
  * memory is asked back): each is freed again, the cache refusing them. */
 void heap_foreign_flush(heap_t *heap) {
+    if (!heap->foreign) return;
     for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
-        page_t *fp = &heap->foreign[c];
+        page_t *fp = &heap->foreign->page[c];
         block_t *b = fp->free;
         if (!b) continue;
         fp->free = NULL;

@@ -105,7 +105,8 @@ static inline int foreign_put(heap_t *heap, page_t *page) {
      * not allocating from it, maybe asleep (Larson's main thread), and the
      * page can only go back to the OS once its blocks come home. */
     if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0) return FOREIGN_NO;
-    page_t *fp = &heap->foreign[c];
+    page_t *fp = heap_foreign_cache(heap, c);           /* (made on the first such free) */
+    if (!fp) return FOREIGN_NO;
     uint32_t held = fp->capacity - fp->used;
     if (held >= FOREIGN_CAP) return FOREIGN_NO;
     /* The node count is asked (a call: out of line, free_foreign_first)
@@ -115,7 +116,7 @@ static inline int foreign_put(heap_t *heap, page_t *page) {
 
 static inline void foreign_push(heap_t *heap, page_t *page, block_t *b) {
     uint32_t c = page->class_idx;
-    page_t *fp = &heap->foreign[c];
+    page_t *fp = &heap->foreign->page[c];               /* (made by foreign_put) */
     block_set_next(fp, b, fp->free);
     fp->free = b;
     /* The fast path is pointed at the cache once it is full, and comes

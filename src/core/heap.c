@@ -58,23 +58,37 @@ void heap_init_process(void) {
  * (registry_lock held): linking a whole batch into the spare list up front
  * would touch every OS page of it (a quarter MiB resident for a program
  * with one thread). */
-static heap_t *heap_struct_alloc(void) {
+static void *meta_carve(size_t size) {
     static uint8_t *batch_next, *batch_end;
-    heap_t *h = spare_heaps;
-    if (h) {
-        spare_heaps = h->next_heap;
-        return h;
-    }
-    if (!batch_next || batch_end - batch_next < (ptrdiff_t)sizeof(heap_t)) {
+    size = (size + 63) & ~(size_t)63;   /* cache-line aligned */
+    if (!batch_next || batch_end - batch_next < (ptrdiff_t)size) {
         size_t batch = 256 * 1024;
         uint8_t *mem = os_alloc_aligned(batch, os_page_size());
         if (!mem) return NULL;
         batch_next = mem;
         batch_end = mem + batch;
     }
-    h = (heap_t *)batch_next;
-    batch_next += sizeof(heap_t);
-    return h;
+    void *p = batch_next;
+    batch_next += size;
+    return p;
+}
+
+static heap_t *heap_struct_alloc(void) {
+    heap_t *h = spare_heaps;
+    if (h) {
+        spare_heaps = h->next_heap;
+        return h;
+    }
+    return meta_carve(sizeof(heap_t));
+}
+
+/* Heap metadata made after the heap (its foreign cache), from the same
+ * batches; it stays with the heap struct, which is reused, never freed. */
+void *heap_meta_alloc(size_t size) {
+    pthread_mutex_lock(&registry_lock);
+    void *p = meta_carve(size);
+    pthread_mutex_unlock(&registry_lock);
+    return p;
 }
 
 /* Points direct[] slots of class cls at the class's first page, so the
@@ -88,10 +102,11 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
         page = &page_empty;
     /* Foreign blocks first (once the cache filled: free.c), just freed
      * here, so hot in this core's cache. */
-    if (cls < FOREIGN_CLASSES && heap->foreign[cls].capacity - heap->foreign[cls].used >= FOREIGN_CAP &&
+    if (cls < FOREIGN_CLASSES && heap->foreign &&
+        heap->foreign->page[cls].capacity - heap->foreign->page[cls].used >= FOREIGN_CAP &&
         !strata_check_mode &&
         (long)class_size[cls] < opt(STRATA_OPTION_LARGE_THRESHOLD))
-        page = &heap->foreign[cls];
+        page = &heap->foreign->page[cls];
     heap->class_page[cls] = page;
     if (class_size[cls] > DIRECT_MAX) return;
     size_t lo = cls == 1 ? 0 : class_size[cls - 1] / 8 + 1;
@@ -160,11 +175,14 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
         heap = heap_struct_alloc();
         if (heap) {
             /* (in_pool around the memset: a remote free may read it through
-             * a stale owner pointer of a segment this struct once owned) */
+             * a stale owner pointer of a segment this struct once owned;
+             * the foreign cache stays with the struct) */
+            foreign_cache_t *fc = heap->foreign;
             memset(heap, 0, offsetof(heap_t, in_pool));
             atomic_store_explicit(&heap->in_pool, 0, memory_order_relaxed);
             memset((uint8_t *)heap + offsetof(heap_t, in_pool) + sizeof heap->in_pool, 0,
                    sizeof *heap - offsetof(heap_t, in_pool) - sizeof heap->in_pool);
+            heap->foreign = fc;
             heap->next_heap = registry;
             if (registry) registry->prev_heap = heap;
             registry = heap;

@@ -158,7 +158,9 @@ typedef struct page_s {
 /* ---- Segments ------------------------------------------------------------
  * 4 MiB, aligned to 4 MiB (so also to 2 MiB huge pages), owned by one heap.
  * Small segments hold 64 pages of 64 KiB, medium ones 8 pages of 512 KiB;
- * the header below takes the front of page 0.  A segment whose heap's
+ * the header below takes the front of page 0.  Under an address-space
+ * limit a segment may map only the front of its 4 MiB (extent; page_count
+ * counts the pages there), see segment.c.  A segment whose heap's
  * thread exited is abandoned (owner NULL) and is adopted by the next heap
  * that needs a page, or by a thread that frees into it. */
 typedef enum { SEG_SMALL = 0, SEG_MEDIUM = 1, SEG_KINDS = 2 } segment_kind;
@@ -179,6 +181,8 @@ typedef struct segment_s {
     uint32_t used_pages;
     int numa_node;
     uint32_t huge;            /* MADV_HUGEPAGE applied */
+    size_t extent;            /* bytes mapped from the start: SEGMENT_SIZE but under
+                                 an address-space limit (segment.c) */
     struct segment_s *next, *prev;   /* heap's list, abandoned list or cache */
     uint64_t cached_at;       /* in the segment cache: when it arrived */
     _Atomic(uint8_t) *check_bits;    /* STRATA_CHECK: one bit per 8 bytes, set = live */
@@ -359,9 +363,24 @@ typedef struct heap_s {
      * kept (FOREIGN_CAP per class, up to 1 KiB) to serve its own next
      * mallocs of the class, as a pseudo page the fast path pops like any
      * other (heap_direct_update points direct[] at it while it holds some).
-     * capacity counts pushes, used pops. */
-    page_t foreign[FOREIGN_CLASSES];
+     * capacity counts pushes, used pops.  Made on the heap's first foreign
+     * free (foreign.c), NULL until then: the pseudo pages are half of what
+     * a heap would weigh, and a thread that never frees another's blocks
+     * (most threads of most programs) never needs them.  Kept with the
+     * struct when it is reused. */
+    struct foreign_cache_s *foreign;
 } heap_t;
+
+typedef struct foreign_cache_s {
+    page_t page[FOREIGN_CLASSES];
+} foreign_cache_t;
+
+/* The heap's foreign pseudo page of class c, made on first use; NULL when
+ * its memory cannot be had (the block goes home instead). */
+page_t *heap_foreign_make(heap_t *heap, uint32_t c);
+static inline page_t *heap_foreign_cache(heap_t *heap, uint32_t c) {
+    return likely(heap->foreign != NULL) ? &heap->foreign->page[c] : heap_foreign_make(heap, c);
+}
 
 extern heap_t heap_empty;
 
@@ -417,6 +436,7 @@ bool heap_trylock_remote(heap_t *heap);
 void heap_unlock_remote(heap_t *heap);
 void heap_collect_remote(heap_t *heap);
 void heap_collect_others(bool all);
+void *heap_meta_alloc(size_t size);   /* heap metadata, never freed (reused with its heap) */
 void foreign_init_process(void);
 void heap_foreign_init(heap_t *heap);
 void heap_foreign_flush(heap_t *heap);

@@ -88,13 +88,15 @@ static void check_bits_alloc(segment_t *seg) {
     if (!seg->check_bits) strata_fatal("cannot map the STRATA_CHECK bitmap");
 }
 
+/* Descriptors past the extent are set up too (unused, never handed out):
+ * a pointer into the chunk's unmapped tail finds an unused page there. */
 static void segment_setup(segment_t *seg, segment_kind kind, int node) {
     seg->kind = kind;
     seg->page_shift = kind == SEG_SMALL ? SMALL_PAGE_SHIFT : MEDIUM_PAGE_SHIFT;
-    seg->page_count = (uint32_t)(SEGMENT_SIZE >> seg->page_shift);
+    seg->page_count = (uint32_t)(seg->extent >> seg->page_shift);
     seg->used_pages = 0;
     seg->numa_node = node;
-    for (uint32_t i = 0; i < seg->page_count; i++) {
+    for (uint32_t i = 0; i < (uint32_t)(SEGMENT_SIZE >> seg->page_shift); i++) {
         page_t *pg = &seg->pages[i];
         memset(pg, 0, sizeof *pg);
         pg->index = (uint8_t)i;
@@ -116,7 +118,7 @@ static void advise_huge(segment_t *seg, segment_kind kind) {
     (void)kind;
     bool huge = mode == STRATA_HUGEPAGES_ALWAYS;
     if (mode == STRATA_HUGEPAGES_NEVER || huge != (bool)seg->huge) {
-        os_advise_huge(seg, SEGMENT_SIZE, huge);
+        os_advise_huge(seg, seg->extent, huge);
         seg->huge = huge;
     }
 }
@@ -133,20 +135,57 @@ static segment_t *segment_from_cache(int node) {
     return found;
 }
 
+/* Granules past the extent map to page_foreign (not ours). */
 static page_t *segment_page_at(const void *seg, size_t granule) {
     segment_t *s = (segment_t *)seg;
-    return &s->pages[(granule << PAGEMAP_GRANULE_SHIFT) >> s->page_shift];
+    size_t i = (granule << PAGEMAP_GRANULE_SHIFT) >> s->page_shift;
+    return i < s->page_count ? &s->pages[i] : NULL;
 }
 
-/* A fresh segment from the OS, marked in the segment map. */
-static segment_t *segment_map(void) {
-    segment_t *seg = os_alloc_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+/* Segments under an address-space limit (ulimit -v).  Without one a
+ * segment maps its whole 4 MiB: address space costs nothing then (the
+ * pages are touched as they are used).  Under one, address space is what
+ * runs out, and a segment maps only the front of its 4 MiB chunk (its
+ * extent; the rest of the chunk is left to other mappings):
+ *  - as much as the heap already has of that kind, so a heap's segments
+ *    double in size as it uses more, from SEGMENT_MIN_PAGES pages of the
+ *    kind (512 KiB of small pages; medium segments stay whole): a thread
+ *    that uses a few small classes holds 512 KiB of address space, not
+ *    4 MiB, and one that uses many holds at most twice what it uses;
+ *  - when the limit refuses that, halved down to SEGMENT_MIN_EXTENT, so
+ *    the last address space below the limit still holds pages, where a
+ *    4 MiB unit no longer fits (it used to be left unused: issue 9).
+ * The extent never changes while the segment is mapped (the chunk's tail
+ * may hold someone else's mapping by then).  The whole chunk stays marked
+ * in the segment map; the page map sends its tail to page_foreign. */
+#define SEGMENT_MIN_PAGES 8
+#define SEGMENT_MIN_EXTENT ((size_t)1 << MEDIUM_PAGE_SHIFT)   /* one medium page: any kind fits */
+_Static_assert(((size_t)SEGMENT_MIN_PAGES << SMALL_PAGE_SHIFT) >= SEGMENT_MIN_EXTENT, "a small segment holds a medium page");
+
+static bool as_limited(void) { return os_as_limit() != SIZE_MAX; }
+
+static size_t segment_extent_wanted(const heap_t *heap, segment_kind kind) {
+    if (!as_limited()) return SEGMENT_SIZE;
+    size_t have = 0;
+    for (const segment_t *s = heap->segments[kind]; s; s = s->next) have += s->extent;
+    size_t e = (size_t)SEGMENT_MIN_PAGES << (kind == SEG_SMALL ? SMALL_PAGE_SHIFT : MEDIUM_PAGE_SHIFT);
+    while (e < have && e < SEGMENT_SIZE) e <<= 1;
+    return e < SEGMENT_SIZE ? e : SEGMENT_SIZE;
+}
+
+/* A fresh segment from the OS (extent bytes of it; shrink: halved down to
+ * SEGMENT_MIN_EXTENT while the limit refuses it), marked in the segment map. */
+static segment_t *segment_map(size_t extent, bool shrink) {
+    segment_t *seg;
+    while (!(seg = os_alloc_aligned(extent, SEGMENT_SIZE)) && shrink && as_limited() && extent > SEGMENT_MIN_EXTENT)
+        extent /= 2;
     if (!seg) return NULL;
     if (!segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT)) {
-        os_free(seg, SEGMENT_SIZE);
+        os_free(seg, extent);
         return NULL;
     }
-    stat_add(&stats.reserved, SEGMENT_SIZE);
+    seg->extent = extent;
+    stat_add(&stats.reserved, extent);
     stat_add(&stats.committed, SEGMENT_HEADER_SIZE);
     return seg;
 }
@@ -154,7 +193,8 @@ static segment_t *segment_map(void) {
 static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     segment_t *seg = segment_from_cache(node);
     bool fresh = false;
-    if (!seg) fresh = (seg = segment_map()) != NULL;
+    size_t extent = segment_extent_wanted(heap, kind);
+    if (!seg) fresh = (seg = segment_map(extent, false)) != NULL;
     if (!seg) {
         /* The refused mapping has run the reclaim hooks already (the cache,
          * the large tier's empty reservations).  What is left is this
@@ -165,20 +205,22 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         segment_purge_idle(heap, os_now_ms(), true, NULL);
         heap_orphans_release(true);   /* exited threads' heaps: their empty segments too */
         seg = segment_from_cache(-1);
-        if (!seg) fresh = (seg = segment_map()) != NULL;
+        if (!seg) fresh = (seg = segment_map(extent, true)) != NULL;
         if (!seg) return NULL;
     }
     if (fresh) {
         seg->huge = 0;
         segment_setup(seg, kind, node);
         if (pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg) != 0) {
+            size_t mapped = seg->extent;
             segmap_set(seg, SEGMENT_SIZE, SEGMAP_NONE);
-            os_free(seg, SEGMENT_SIZE);
-            stat_sub(&stats.reserved, SEGMENT_SIZE);
+            pagemap_clear(seg, SEGMENT_SIZE);
+            os_free(seg, mapped);
+            stat_sub(&stats.reserved, mapped);
             stat_sub(&stats.committed, SEGMENT_HEADER_SIZE);
             return NULL;
         }
-        if (SEGMENT_GUARD_SIZE) os_decommit((uint8_t *)seg + SEGMENT_SIZE - SEGMENT_GUARD_SIZE, SEGMENT_GUARD_SIZE);
+        if (SEGMENT_GUARD_SIZE) os_decommit((uint8_t *)seg + seg->extent - SEGMENT_GUARD_SIZE, SEGMENT_GUARD_SIZE);
     } else if (seg->kind == (uint32_t)kind && seg->numa_node == node) {
         /* same geometry: each page keeps its purge state */
         uint8_t zero[SEGMENT_MAX_PAGES];
@@ -192,7 +234,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         segment_setup(seg, kind, node);
         pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg);   /* tables exist: cannot fail */
     }
-    numa_place_segment(heap, seg, SEGMENT_SIZE, node);   /* again if cached: the policy may have changed */
+    numa_place_segment(heap, seg, seg->extent, node);   /* again if cached: the policy may have changed */
     advise_huge(seg, kind);
     atomic_store_explicit(&seg->owner, heap, memory_order_release);
     stat_add_peak(&stats.segments, &stats.segments_peak, 1);
@@ -204,7 +246,8 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
  * the map first, so nothing can take the address for Strata's before it is
  * unmapped. */
 static size_t segment_unmap(segment_t *seg) {
-    size_t resident = os_resident_bytes(seg, SEGMENT_SIZE);
+    size_t extent = seg->extent;
+    size_t resident = os_resident_bytes(seg, extent);
     size_t committed = SEGMENT_HEADER_SIZE;
     for (uint32_t i = 0; i < seg->page_count; i++) {
         if (!seg->pages[i].is_zero) {
@@ -216,9 +259,9 @@ static size_t segment_unmap(segment_t *seg) {
     pagemap_clear(seg, SEGMENT_SIZE);
     if (seg->check_bits) os_free((void *)seg->check_bits, SEGMENT_SIZE / 64);
     stat_sub(&stats.committed, committed);
-    stat_sub(&stats.reserved, SEGMENT_SIZE);
+    stat_sub(&stats.reserved, extent);
     stat_add(&stats.purged, committed);
-    os_free(seg, SEGMENT_SIZE);
+    os_free(seg, extent);
     return resident;
 }
 
@@ -546,7 +589,8 @@ size_t segment_reclaim(void) {
         pthread_mutex_unlock(&cache_lock);
         for (segment_t *s = victims, *next; s; s = next) {
             next = s->next;
-            bytes += segment_unmap(s) + SEGMENT_SIZE;   /* the address space counts too */
+            size_t extent = s->extent;
+            bytes += segment_unmap(s) + extent;   /* the address space counts too */
         }
     }
     return bytes + segment_abandoned_purge(false, UINT64_MAX);

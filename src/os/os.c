@@ -6,6 +6,8 @@
 #include "os.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -28,6 +30,60 @@ size_t os_page_size(void) {
     return page_size_cache;
 }
 
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* Near an address-space limit (ulimit -v) the over-map below is refused
+ * though the aligned range itself would fit: the kernel put the exact-size
+ * probe in a hole between mappings (the highest one that fits), and the
+ * aligned addresses next to it are taken.  /proc/self/maps names every
+ * hole; the highest aligned range of size in one is mapped, so the last
+ * address space below the limit still holds aligned units.  Read in pieces
+ * on the stack (no malloc here); the hole under the stack is left to the
+ * stack, and nothing above user space (vsyscall) counts.  NULL (errno
+ * ENOMEM) if none. */
+static void *map_in_gap(size_t size, size_t align, int prot, int flags) {
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { errno = ENOMEM; return NULL; }
+    char buf[2048];
+    size_t have = 0;
+    uintptr_t prev_end = 1u << 20, best = 0;   /* (nothing in the first MiB) */
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        if (n <= 0) break;
+        have += (size_t)n;
+        size_t line = 0;
+        for (size_t i = 0; i < have; i++) {
+            if (buf[i] != '\n') continue;
+            uintptr_t lo = 0, hi = 0;
+            size_t j = line;
+            for (; j < i && buf[j] != '-'; j++) lo = lo * 16 + (uintptr_t)(buf[j] <= '9' ? buf[j] - '0' : buf[j] - 'a' + 10);
+            for (j++; j < i && buf[j] != ' '; j++) hi = hi * 16 + (uintptr_t)(buf[j] <= '9' ? buf[j] - '0' : buf[j] - 'a' + 10);
+            bool stack = i - line > 7 && memcmp(buf + i - 7, "[stack]", 7) == 0;
+            if (lo >= prev_end + size && !stack && lo <= ((uintptr_t)1 << 47)) {
+                uintptr_t a = (lo - size) & ~(uintptr_t)(align - 1);
+                if (a >= prev_end) best = a;
+            }
+            if (hi > prev_end) prev_end = hi;
+            line = i + 1;
+        }
+        memmove(buf, buf + line, have - line);
+        have -= line;
+        if (have == sizeof buf) break;   /* no line that long: not the maps file we know */
+    }
+    close(fd);
+    if (!best) { errno = ENOMEM; return NULL; }
+    void *q = mmap((void *)best, size, prot, flags | MAP_FIXED_NOREPLACE, -1, 0);
+    if (q == MAP_FAILED) return NULL;
+    if (q != (void *)best) {   /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+        munmap(q, size);
+        errno = ENOMEM;
+        return NULL;
+    }
+    return q;
+}
+
 static void *map_once(size_t size, size_t align, int prot, int flags) {
     flags |= MAP_PRIVATE | MAP_ANONYMOUS;
     /* Try the exact size first: large mappings are often aligned already. */
@@ -48,7 +104,7 @@ static void *map_once(size_t size, size_t align, int prot, int flags) {
     if (size + align < size) { errno = ENOMEM; return NULL; }
     size_t over = size + align;
     char *raw = mmap(NULL, over, prot, flags, -1, 0);
-    if (raw == MAP_FAILED) return NULL;
+    if (raw == MAP_FAILED) return errno == ENOMEM ? map_in_gap(size, align, prot, flags) : NULL;
     char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
     size_t head = (size_t)(aligned - raw);
     size_t tail = over - head - size;

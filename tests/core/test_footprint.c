@@ -1,0 +1,99 @@
+/* The small tier's footprint per thread and at start (issue 9): a heap
+ * weighs what every thread needs, and its foreign-free cache (the other
+ * half of what a heap used to weigh) is made only when the thread first
+ * frees a block of another thread; blocks that came back to a page are
+ * used before another page carves fresh ones.  Linked statically, so malloc
+ * here is Strata's. */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "core/internal.h"
+
+static void *own_blocks_only(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 1000; i++) free(malloc(16 + (size_t)(i % 64) * 16));
+    return (void *)tls_heap->foreign;
+}
+
+/* A thread that frees only its own blocks has no foreign cache. */
+static void heap_without_foreign_frees_is_small(void) {
+    CHECK(sizeof(heap_t) <= 5 * 1024);
+    pthread_t t;
+    void *fc = (void *)1;
+    CHECK(pthread_create(&t, NULL, own_blocks_only, NULL) == 0);
+    CHECK(pthread_join(t, &fc) == 0);
+    CHECK(fc == NULL);
+}
+
+static void *blocks[FOREIGN_CAP];   /* the main thread's */
+
+static void *free_foreign_blocks(void *arg) {
+    (void)arg;
+    free(malloc(48));   /* a heap of its own first */
+    void *before = (void *)tls_heap->foreign;
+    for (int i = 0; i < FOREIGN_CAP; i++) free(blocks[i]);
+    int served = 0;
+    void *got[FOREIGN_CAP];
+    for (int i = 0; i < FOREIGN_CAP; i++) {
+        got[i] = malloc(48);
+        for (int j = 0; j < FOREIGN_CAP; j++) served += got[i] == blocks[j];
+    }
+    for (int i = 0; i < FOREIGN_CAP; i++) free(got[i]);
+    return before == NULL && tls_heap->foreign != NULL && served == FOREIGN_CAP ? (void *)1 : NULL;
+}
+
+/* The cache is made on the first foreign free and serves as before: the
+ * blocks freed here come back to this thread's next mallocs of the class. */
+static void foreign_cache_made_on_first_foreign_free(void) {
+    pthread_t b;
+    void *ok = NULL;
+    for (int i = 0; i < FOREIGN_CAP; i++) blocks[i] = malloc(48);
+    CHECK(pthread_create(&b, NULL, free_foreign_blocks, NULL) == 0);
+    CHECK(pthread_join(b, &ok) == 0);
+    if (os_numa_node_count() == 1) CHECK(ok != NULL);   /* (no foreign caching on NUMA machines) */
+}
+
+/* A page that was full and got a block back is used before another page of
+ * the class carves fresh blocks (page_find_free). */
+static void *returned_blocks_before_fresh_ones(void *arg) {
+    (void)arg;
+    enum { MAX = 4096 };
+    static void *b[MAX];
+    int n = 0;
+    b[n++] = malloc(2000);
+    page_t *first = page_of(segment_of(b[0]), b[0]), *second = NULL;
+    while (n < MAX) {                      /* until a second page of the class starts */
+        b[n] = malloc(2000);
+        page_t *p = page_of(segment_of(b[n]), b[n]);
+        n++;
+        if (p != first) { second = p; break; }
+    }
+    if (!second) return NULL;
+    while (n < MAX && second->free) b[n++] = malloc(2000);   /* its carved blocks all out */
+    if (second->free || second->capacity >= second->reserved) return NULL;
+    uint32_t carved = second->capacity;
+    free(b[0]);                            /* the full first page gets one back */
+    void *again = malloc(2000);
+    bool ok = again == b[0] && second->capacity == carved;
+    free(again);
+    for (int i = 1; i < n; i++) free(b[i]);
+    return ok ? (void *)1 : NULL;
+}
+
+static void returned_blocks_are_used_before_fresh_ones(void) {
+    pthread_t t;
+    void *ok = NULL;
+    CHECK(pthread_create(&t, NULL, returned_blocks_before_fresh_ones, NULL) == 0);
+    CHECK(pthread_join(t, &ok) == 0);
+    CHECK(ok != NULL);
+}
+
+int main(void) {
+    free(malloc(1));
+    RUN(heap_without_foreign_frees_is_small);
+    RUN(foreign_cache_made_on_first_foreign_free);
+    RUN(returned_blocks_are_used_before_fresh_ones);
+    return check_failures != 0;
+}
