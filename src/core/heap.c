@@ -369,8 +369,10 @@ static __thread uint64_t room_fresh_seen;
 static void heap_room_check(heap_t *heap, uint64_t now, bool tick) {
     uint64_t f = os_memory_fresh_total();
     if (!tick && f - room_fresh_seen < ROOM_CHECK_BYTES) return;
+    bool moved = f != room_fresh_seen;
     room_fresh_seen = f;
     if (heap->purge_due && heap_over_room(heap)) heap_purge_for_room(heap, now);
+    if (moved) large_trim();   /* the large tier's share, likewise */
 }
 
 /* Slow-path housekeeping, at most once per clock tick (a few ms) per heap:

@@ -1116,6 +1116,23 @@ void large_collect(uint64_t now_ms) {
     }
 }
 
+/* The other tier grew (a segment was mapped): what the budgets were set
+ * from is stale by that much.  Blocks of the other threads' caches go at
+ * their next large call (their cap is a small share already). */
+void large_trim(void) {
+    tcache_t *t = my_cache;
+    if (t && !t->busy && OWN_GET(t->bytes) > cache_cap()) {
+        cache_flush_all(t, true);
+        cache_set_cap(t);
+    }
+    for (int i = 0; i < LARGE_STRIPES; i++) {
+        stripe_t *s = &stripes[i];
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire) || pthread_mutex_trylock(&s->lock) != 0) continue;
+        stripe_refresh(s);
+        stripe_unlock(s);   /* purges down to the new budget */
+    }
+}
+
 void large_stats_get(large_stats_t *out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < LARGE_STRIPES; i++) {

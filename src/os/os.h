@@ -132,10 +132,11 @@ uint64_t os_memory_fresh_total(void);
 /* Readings of the usage so far (tests: the reading is rate-limited). */
 uint64_t os_memory_usage_reads(void);
 /* Under a memory limit each tier's cache of free memory (the large tier's
- * dirty blocks, a heap's free small-tier pages) holds at most this
- * fraction of the headroom, its own bytes counted as headroom: near the
- * limit a program's peak is then what it uses plus a few MiB. */
-#define OS_HEADROOM_SHARE 8
+ * dirty blocks, a heap's free small-tier pages) holds at most
+ * 1/OS_HEADROOM_SHARE of the headroom, its own bytes counted as headroom:
+ * near the limit a program's peak is then what it uses plus a few MiB
+ * (waves of 200 MiB in 256 MiB: +5-8 MiB over glibc with 8, +1-3 with 16). */
+#define OS_HEADROOM_SHARE 16
 /* What caches may share: the smaller of os_memory_headroom() and
  * os_as_free() (cached memory holds both); SIZE_MAX without limits. */
 size_t os_cache_room(void);
