@@ -237,9 +237,9 @@ static _Atomic(size_t) used_total;   /* bytes in live large blocks */
  * bytes when that is more, so a program with a big footprint is not made
  * to purge and fault again on every free, while its RSS stays within
  * 1.125x of what is live plus the cache.  Under a memory limit (cgroup,
- * STRATA_MEMORY_LIMIT) at most OS_HEADROOM_SHARE of the headroom, counting
+ * STRATA_MEMORY_LIMIT) at most os_cache_share of the headroom, counting
  * the cache itself as headroom: whatever the program allocates next, in
- * either tier, finds most of the room free.  (A quarter let a 256 MiB
+ * either tier, finds most of the room free.  (A flat quarter let a 256 MiB
  * cgroup's waves of 200 MiB peak 14 MiB above glibc.) */
 static size_t cache_limit(const stripe_t *s) {
     long mb = opt(STRATA_OPTION_LARGE_CACHE_MB);
@@ -254,7 +254,7 @@ static size_t cache_limit(const stripe_t *s) {
     if (mb > 0 && live > all) all = live;
     size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
     size_t room = os_memory_headroom();
-    if (room != SIZE_MAX && (room + dirty) / OS_HEADROOM_SHARE < all) all = (room + dirty) / OS_HEADROOM_SHARE;
+    if (room != SIZE_MAX && os_cache_share(room + dirty) < all) all = os_cache_share(room + dirty);
     /* The arenas count dirty bytes as address span (a freed block may
      * have been touched anywhere), but what the budget bounds is resident
      * bytes, and those are at most the process's resident set: while all

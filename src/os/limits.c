@@ -275,6 +275,15 @@ size_t os_memory_headroom(void) {
     return last > fresh ? last - fresh : 0;
 }
 
+size_t os_cache_share(size_t room) {
+    size_t limit = os_memory_limit();
+    if (limit == SIZE_MAX || room == SIZE_MAX) return SIZE_MAX;
+    if (room >= limit) return room / 4;
+    /* (room/4) x (room/limit), in floating point: room^2 overflows. */
+    size_t share = (size_t)((double)room / 4 * ((double)room / (double)limit));
+    return share > room / 32 ? share : room / 32;
+}
+
 uint64_t os_memory_usage_reads(void) {
     return atomic_load_explicit(&usage_reads, memory_order_relaxed);
 }

@@ -131,12 +131,14 @@ void os_memory_note_fresh(size_t bytes);
 uint64_t os_memory_fresh_total(void);
 /* Readings of the usage so far (tests: the reading is rate-limited). */
 uint64_t os_memory_usage_reads(void);
-/* Under a memory limit each tier's cache of free memory (the large tier's
- * dirty blocks, a heap's free small-tier pages) holds at most
- * 1/OS_HEADROOM_SHARE of the headroom, its own bytes counted as headroom:
- * near the limit a program's peak is then what it uses plus a few MiB
- * (waves of 200 MiB in 256 MiB: +5-8 MiB over glibc with 8, +1-3 with 16). */
-#define OS_HEADROOM_SHARE 16
+/* Under a memory limit, what each tier's cache of free memory (the large
+ * tier's dirty blocks, a heap's free small-tier pages) may hold when room
+ * bytes are left: a quarter of it while most of the limit is free, a
+ * smaller fraction the closer the program is to the limit (room/4 x
+ * room/limit, at least room/32), so that near the limit its peak is what
+ * it uses plus a few MiB, and far from it a job's generous limit does not
+ * make big blocks fault again every iteration.  SIZE_MAX without a limit. */
+size_t os_cache_share(size_t room);
 /* What caches may share: the smaller of os_memory_headroom() and
  * os_as_free() (cached memory holds both); SIZE_MAX without limits. */
 size_t os_cache_room(void);

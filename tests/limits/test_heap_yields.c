@@ -4,7 +4,8 @@
  * 200 MiB of free 64 KiB pages waited for their delay).  The purge delay
  * is an hour, so nothing but the limit can make them go; RSS is read from
  * /proc.  Also checks the headroom's byte-driven estimate
- * (os_memory_note_fresh) in the os layer.
+ * (os_memory_note_fresh) and the caches' share of it (os_cache_share) in
+ * the os layer.
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -57,6 +58,18 @@ static void headroom_estimate(void) {
     CHECK(h2 + MIB >= h0);
 }
 
+/* A quarter of the room while the whole limit is free, less the closer
+ * to the limit, never less than a 32nd. */
+static void cache_share(void) {
+    size_t limit = os_memory_limit();
+    CHECK(limit != SIZE_MAX);
+    CHECK(os_cache_share(limit) == limit / 4);
+    size_t half = os_cache_share(limit / 2);
+    CHECK(half + 1 >= limit / 16 && half <= limit / 16 + 1);   /* (room/4) x (room/limit) */
+    CHECK(os_cache_share(limit / 64) == limit / 64 / 32);
+    CHECK(os_cache_share(limit / 8) <= os_cache_share(limit / 4));
+}
+
 int main(void) {
     CHECK(strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 3600 * 1000) == 0);
     static void *blocks[SMALL_BYTES / SMALL_BLOCK];
@@ -74,6 +87,7 @@ int main(void) {
      * their share of it. */
     CHECK(strata_option_set(STRATA_OPTION_MEMORY_LIMIT, (long)(before + 32 * MIB)) == 0);
     headroom_estimate();
+    cache_share();
     void *large[LARGE_COUNT];
     for (int i = 0; i < LARGE_COUNT; i++) {
         large[i] = strata_malloc(MIB);
