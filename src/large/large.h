@@ -49,6 +49,10 @@ size_t large_release(void);
 size_t large_reclaim(void);
 /* Give back pages idle for longer than the purge delay (called from slow paths). */
 void large_collect(uint64_t now_ms);
+/* Under a memory limit, when the headroom moved (os_memory_fresh_total):
+ * the dirty blocks and this thread's cache shrink to their share of it now,
+ * not at the next collect.  Trylocks only. */
+void large_trim(void);
 /* The tier's own counters, summed over its arenas (the stats module reads
  * them; tests and benchmarks too). */
 typedef struct large_stats_s {

@@ -181,16 +181,34 @@ size_t os_memory_limit(void) {
     return set ? set : os_cgroup_limit();
 }
 
-/* Usage is read at most once per 10 ms: callers are slow paths, but many. */
+/* The usage a cache cap is computed from must not lag the program: a
+ * program that faults in 1 MiB blocks at a few GB/s grows by tens of MiB
+ * in 10 ms, and caches sized from a headroom read before that growth were
+ * what pushed it over a 256 MiB cgroup's limit (waves of 1 MiB and 64 KiB
+ * blocks: killed 2 runs in 10).  So the tiers say, before they hand out
+ * memory that will fault in fresh pages (os_memory_note_fresh: a segment
+ * mapped, a large block carved from purged space), how much it is, and the
+ * headroom is the one last read minus those bytes: never more than the
+ * truth, but for frees (which only make it pessimistic until the next
+ * reading).  Reading the usage file is a system call: it is read again
+ * once the fresh bytes reach an eighth of the last headroom (so the
+ * estimate is never off by more than that), or 10 ms have passed (other
+ * processes of the cgroup, and pages faulted in that no tier announced:
+ * purged small-tier pages taken again). */
+#define USAGE_READ_MS 10
+#define USAGE_READ_MIN_BYTES ((size_t)256 << 10)
 static _Atomic(uint64_t) usage_read_at;
 static _Atomic(size_t) usage_cached;
+static _Atomic(size_t) fresh_bytes;       /* announced since the last reading */
+static _Atomic(uint64_t) usage_reads;     /* readings, cumulative (tests) */
+static _Atomic(bool) usage_reading;
 static _Atomic(uint64_t) rss_read_at;
 static _Atomic(size_t) rss_cached;
 
 size_t os_rss_recent(void) {
     uint64_t now = os_now_ms();
     uint64_t at = atomic_load_explicit(&rss_read_at, memory_order_relaxed);
-    if (at && now < at + 10) return atomic_load_explicit(&rss_cached, memory_order_relaxed);
+    if (at && now < at + USAGE_READ_MS) return atomic_load_explicit(&rss_cached, memory_order_relaxed);
     size_t rss = os_rss_bytes();
     atomic_store_explicit(&rss_cached, rss, memory_order_relaxed);
     atomic_store_explicit(&rss_read_at, now ? now : 1, memory_order_relaxed);
@@ -202,23 +220,72 @@ size_t os_cache_room(void) {
     return as < mem ? as : mem;
 }
 
+/* Whether a limit is in force, without reading anything the first call
+ * would not read anyway. */
+static bool memory_limited(void) {
+    return os_memory_limit() != SIZE_MAX;
+}
+
+static _Atomic(uint64_t) fresh_total;     /* announced, cumulative */
+
+void os_memory_note_fresh(size_t bytes) {
+    if (!bytes || !memory_limited()) return;
+    atomic_fetch_add_explicit(&fresh_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&fresh_total, bytes, memory_order_relaxed);
+}
+
+uint64_t os_memory_fresh_total(void) {
+    return atomic_load_explicit(&fresh_total, memory_order_relaxed);
+}
+
+/* Reads what counts against the limit now. */
+static size_t usage_read(void) {
+    char buf[64];
+    atomic_fetch_add_explicit(&usage_reads, 1, memory_order_relaxed);
+    bool by_hand = atomic_load_explicit(&mem_limit_set, memory_order_relaxed) != 0;
+    /* The cgroup's own count (it is what the OOM killer goes by; it
+     * includes other processes of the job) unless the limit is ours. */
+    if (!by_hand && cg_usage_path[0] && os_read_file(cg_usage_path, buf, sizeof buf)) return parse_size(buf);
+    size_t rss = os_rss_bytes();
+    atomic_store_explicit(&rss_cached, rss, memory_order_relaxed);
+    atomic_store_explicit(&rss_read_at, os_now_ms() | 1, memory_order_relaxed);
+    return rss;
+}
+
 size_t os_memory_headroom(void) {
     size_t limit = os_memory_limit();
     if (limit == SIZE_MAX) return SIZE_MAX;
     uint64_t now = os_now_ms();
     uint64_t at = atomic_load_explicit(&usage_read_at, memory_order_relaxed);
     size_t used = atomic_load_explicit(&usage_cached, memory_order_relaxed);
-    if (at == 0 || now >= at + 10) {
-        char buf[64];
-        bool by_hand = atomic_load_explicit(&mem_limit_set, memory_order_relaxed) != 0;
-        /* The cgroup's own count (it is what the OOM killer goes by; it
-         * includes other processes of the job) unless the limit is ours. */
-        if (!by_hand && cg_usage_path[0] && os_read_file(cg_usage_path, buf, sizeof buf)) used = parse_size(buf);
-        else used = os_rss_recent();
+    size_t fresh = atomic_load_explicit(&fresh_bytes, memory_order_relaxed);
+    size_t last = used < limit ? limit - used : 0;
+    size_t step = last / 8 > USAGE_READ_MIN_BYTES ? last / 8 : USAGE_READ_MIN_BYTES;
+    /* One thread reads; the others go by the estimate meanwhile. */
+    if ((at == 0 || now >= at + USAGE_READ_MS || fresh >= step) &&
+        !atomic_exchange_explicit(&usage_reading, true, memory_order_acquire)) {
+        used = usage_read();
+        /* What was announced before this reading is in it now. */
+        atomic_fetch_sub_explicit(&fresh_bytes, fresh, memory_order_relaxed);
         atomic_store_explicit(&usage_cached, used, memory_order_relaxed);
         atomic_store_explicit(&usage_read_at, now ? now : 1, memory_order_relaxed);
+        atomic_store_explicit(&usage_reading, false, memory_order_release);
+        return used < limit ? limit - used : 0;
     }
-    return used < limit ? limit - used : 0;
+    return last > fresh ? last - fresh : 0;
+}
+
+size_t os_cache_share(size_t room) {
+    size_t limit = os_memory_limit();
+    if (limit == SIZE_MAX || room == SIZE_MAX) return SIZE_MAX;
+    if (room >= limit) return room / 4;
+    /* (room/4) x (room/limit), in floating point: room^2 overflows. */
+    size_t share = (size_t)((double)room / 4 * ((double)room / (double)limit));
+    return share > room / 32 ? share : room / 32;
+}
+
+uint64_t os_memory_usage_reads(void) {
+    return atomic_load_explicit(&usage_reads, memory_order_relaxed);
 }
 
 void os_limits_refresh(void) {

@@ -130,6 +130,8 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
 }
 
 void *os_alloc_aligned(size_t size, size_t align) {
+    /* Committed memory (segments) is written soon: the memory headroom counts it now. */
+    os_memory_note_fresh(size);
     return map_aligned(size, align, PROT_READ | PROT_WRITE, MAP_NORESERVE);
 }
 

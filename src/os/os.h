@@ -118,8 +118,27 @@ size_t os_cgroup_limit(void);      /* smallest memory.max / memory.high / v1 lim
 size_t os_memory_limit(void);
 void os_set_memory_limit(size_t bytes);   /* 0: auto (the cgroup's) */
 /* Limit minus what counts against it (the cgroup's usage, or our RSS for a
- * limit stated by hand), re-read at most every 10 ms; 0 when over it. */
+ * limit stated by hand), read again every 10 ms or after an eighth of it
+ * was announced by os_memory_note_fresh (counted as used meanwhile); 0 when
+ * over it. */
 size_t os_memory_headroom(void);
+/* Bytes about to fault in fresh pages (a segment mapped, a large block
+ * carved from purged space): the headroom counts them as used at once,
+ * and the usage is read again after an eighth of the headroom of them. */
+void os_memory_note_fresh(size_t bytes);
+/* What os_memory_note_fresh was told, cumulative (0 without a limit):
+ * caches check their share when it moved, not on a clock. */
+uint64_t os_memory_fresh_total(void);
+/* Readings of the usage so far (tests: the reading is rate-limited). */
+uint64_t os_memory_usage_reads(void);
+/* Under a memory limit, what each tier's cache of free memory (the large
+ * tier's dirty blocks, a heap's free small-tier pages) may hold when room
+ * bytes are left: a quarter of it while most of the limit is free, a
+ * smaller fraction the closer the program is to the limit (room/4 x
+ * room/limit, at least room/32), so that near the limit its peak is what
+ * it uses plus a few MiB, and far from it a job's generous limit does not
+ * make big blocks fault again every iteration.  SIZE_MAX without a limit. */
+size_t os_cache_share(size_t room);
 /* What caches may share: the smaller of os_memory_headroom() and
  * os_as_free() (cached memory holds both); SIZE_MAX without limits. */
 size_t os_cache_room(void);

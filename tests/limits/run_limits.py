@@ -119,7 +119,17 @@ class Cgroup:
             os.rmdir(path)
             return False
         self.path = path
+        self.peak_file = peak_file
         return True
+
+    def peak(self):
+        """The cgroup's own high-water mark (what its OOM killer goes by),
+        or None where the kernel does not keep one."""
+        try:
+            with open(os.path.join(self.path, self.peak_file)) as f:
+                return int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
     def enter(self):
         with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
@@ -219,8 +229,10 @@ def peak_rss_case(a, cgroup_mode):
                 return SKIP
         else:
             env["STRATA_MEMORY_LIMIT"] = str(limit)
+        cg_peak = None
         try:
             rc, v, err = run(cmd, preload=pre, cgroup=cg, env_extra=env)
+            cg_peak = cg.peak() if cg else None
         except (OSError, subprocess.SubprocessError) as e:
             print(f"run_limits: SKIP: cannot start a program in the cgroup {cg.path if cg else ''}: {e}")
             return SKIP
@@ -233,7 +245,8 @@ def peak_rss_case(a, cgroup_mode):
         elif rc != 0:
             print(f"{name:7s} {where}: failed (rc {rc}) {v} {err}")
         else:
-            print(f"{name:7s} {where}: peak RSS {v['peak_rss'] / 2**20:.1f} MiB")
+            print(f"{name:7s} {where}: peak RSS {v['peak_rss'] / 2**20:.1f} MiB"
+                  + (f", cgroup peak {cg_peak / 2**20:.1f} MiB" if cg_peak else ""))
         results[name] = (rc, v)
     (rg, g), (rs, s) = results["glibc"], results["strata"]
     if rg != 0:
