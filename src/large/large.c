@@ -1229,7 +1229,7 @@ void large_collect(uint64_t now_ms) {
  * their next large call (their cap is a small share already). */
 void large_trim(void) {
     tcache_t *t = my_cache;
-    if (t && !t->busy && OWN_GET(t->bytes) > cache_cap()) {
+    if (t && !t->busy && (ptrdiff_t)t->cap - t->room > (ptrdiff_t)cache_cap()) {   /* cap - room: bytes cached */
         cache_flush_all(t, true);
         cache_set_cap(t);
     }
