@@ -391,7 +391,9 @@ void sb_stats_print_at_exit(void) {
                      "  sb_faults      %10llu   loads on access (prefetches %llu, write faults %llu)\n"
                      "  sb_evictions   %10llu   storage pages dropped to make room\n"
                      "  sb_io_ms       %10llu   time in file reads and writes\n"
-                     "  sb_over_budget %10llu   loads that found nothing evictable (write-back failures %llu)\n",
+                     "  sb_over_budget %10llu   loads that found nothing evictable (write-back failures %llu)\n"
+                     "  sb_ahead       %10llu   runs the reader thread installed ahead (waits for reads %llu ms, "
+                     "evicting in loads %llu ms)\n",
                      st.mechanism == STRATA_SB_MECH_UFFD ? "userfaultfd" : "mprotect",
                      st.wp_async ? " with PAGEMAP_SCAN" : "", human(a, sizeof a, st.granularity),
                      sb.read_policy ? "aggressive" : "lazy", sb.write_policy ? "aggressive" : "lazy",
@@ -401,7 +403,9 @@ void sb_stats_print_at_exit(void) {
                      (unsigned long long)st.faults, (unsigned long long)st.prefetches,
                      (unsigned long long)st.write_faults, (unsigned long long)st.evictions,
                      (unsigned long long)(st.io_ns / 1000000), (unsigned long long)st.over_budget,
-                     (unsigned long long)st.writeback_failures);
+                     (unsigned long long)st.writeback_failures, (unsigned long long)atomic_load(&sb.ra_ahead),
+                     (unsigned long long)(atomic_load(&sb.ra_wait_ns) / 1000000),
+                     (unsigned long long)(atomic_load(&sb.take_evict_ns) / 1000000));
     if (n > 0 && st.group_members)
         n += snprintf(out + n, sizeof out - (size_t)n, "  sb_group       %10d   live members, %s of the group's %s resident\n",
                       st.group_members, human(a, sizeof a, st.group_resident), human(b, sizeof b, st.group_budget));

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "../os/os.h"
+#include "../os/os_storage.h"
 #include "storage.h"
 
 #define EVICT_MAX 512   /* granules per run at most (the state array is on the stack) */
@@ -256,7 +257,10 @@ void sb_budget_take(size_t n) {
         }
         uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
         if (stalled && os_now_ms() < stalled) break;
-        if (evict_some(cur + n - sb.budget_pages) > 0) {
+        uint64_t t0 = os_now_ns();
+        size_t evicted = evict_some(cur + n - sb.budget_pages);
+        atomic_fetch_add_explicit(&sb.take_evict_ns, os_now_ns() - t0, memory_order_relaxed);
+        if (evicted > 0) {
             idle_rounds = 0;
             continue;
         }

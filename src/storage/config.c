@@ -200,13 +200,20 @@ static int setup(const strata_sb_config *c) {
     }
     sb.evict_batch = sb.budget_pages / 64 ? sb.budget_pages / 64 : 1;
     if (sb.evict_batch > 256) sb.evict_batch = 256;
-    /* Two evictions' worth, at most an eighth of the budget. */
-    sb.clean_room = 2 * sb.evict_batch <= sb.budget_pages / 8 ? 2 * sb.evict_batch : sb.budget_pages / 8;
     /* Streams (readahead.c): loads that continue a sweep double up to
      * ra_cap granules (as much as an aggressive run); with direct I/O
      * STRATA_SB_READAHEAD runs are kept in flight ahead of each. */
     sb.ra_cap = sb.budget_pages / 8 ? sb.budget_pages / 8 : 1;
     if (sb.ra_cap > 256) sb.ra_cap = 256;
+    /* The cleaner keeps room for two of the largest loads a fault takes
+     * (a stream's run, an aggressive run) and two evictions, at most an
+     * eighth of the budget: with less, a sweep's next load never finds
+     * room and the fault writes back by itself, waiting for the disk
+     * while the cleaner's own write is still in flight (k-means'
+     * generation: a third of the write-backs on the program's thread). */
+    size_t big = sb.ra_cap > sb.load_max ? sb.ra_cap : sb.load_max;
+    if (big < sb.evict_batch) big = sb.evict_batch;
+    sb.clean_room = 2 * big <= sb.budget_pages / 8 ? 2 * big : sb.budget_pages / 8;
     sb.ra_depth = (size_t)opt(STRATA_OPTION_SB_READAHEAD);
     sb.direct = (fcntl(sb.fd, F_GETFL) & O_DIRECT) != 0;
     size_t ps = os_page_size();
@@ -238,6 +245,9 @@ static int setup(const strata_sb_config *c) {
     atomic_store(&sb.bytes_read, 0);
     atomic_store(&sb.faults, 0);
     atomic_store(&sb.prefetches, 0);
+    atomic_store(&sb.ra_ahead, 0);
+    atomic_store(&sb.ra_wait_ns, 0);
+    atomic_store(&sb.take_evict_ns, 0);
     atomic_store(&sb.write_faults, 0);
     atomic_store(&sb.evictions, 0);
     atomic_store(&sb.io_ns, 0);

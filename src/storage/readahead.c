@@ -248,7 +248,9 @@ static void settle(int k) {
         }
         if (got < 0) sb_read_failed((int)-got, sb_addr(sl->g));
     }
-    atomic_fetch_add_explicit(&sb.io_ns, os_now_ns() - t0, memory_order_relaxed);
+    uint64_t waited = os_now_ns() - t0;
+    atomic_fetch_add_explicit(&sb.io_ns, waited, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sb.ra_wait_ns, waited, memory_order_relaxed);
     read_result(k);
     sb_install_run(sl->g, sl->n, sl->states, slot_buf(k));
     for (size_t i = 0; i < sl->n; i++) sb_unlock(sl->g + i, sl->states[i]);
@@ -266,6 +268,7 @@ static void install_ahead(int k) {
         for (size_t i = 1; i < sl->n; i++) sb_unlock(sl->g + i, sl->states[i]);
     }
     atomic_fetch_add_explicit(&sb.bytes_read, sl->n << sb.gran_shift, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sb.ra_ahead, 1, memory_order_relaxed);
     atomic_store_explicit(&sl->state, SLOT_INSTALLED, memory_order_release);
 }
 

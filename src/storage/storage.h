@@ -105,6 +105,10 @@ typedef struct sb_state_s {
     /* statistics */
     _Atomic uint64_t bytes_written, bytes_read, faults, prefetches, write_faults, evictions, io_ns, over_budget,
         writeback_failures;
+    /* Where a program's thread waits (STRATA_SHOW_STATS only): runs the
+     * reader thread installed ahead, ns waiting for reads in flight, ns
+     * evicting on its own because the cleaner left no room. */
+    _Atomic uint64_t ra_ahead, ra_wait_ns, take_evict_ns;
 } sb_state;
 
 extern sb_state sb;
