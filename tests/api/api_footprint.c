@@ -9,20 +9,11 @@
 #include <fcntl.h>
 
 #include "api/testutil.h"
+#include "common/procfs.h"
 
 #define KIB ((size_t)1024)
 
-static size_t rss_anon(void) {
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    char *s = strstr(buf, "RssAnon:");
-    return s ? (size_t)strtoul(s + 8, NULL, 10) * KIB : 0;
-}
+static size_t rss_anon(void) { return proc_kib("/proc/self/status", "RssAnon:"); }
 
 int main(void) {
     require_strata_in_use();

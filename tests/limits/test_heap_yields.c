@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/require.h"
+#include "common/procfs.h"
 #include "strata.h"
 #include "os/os.h"
 
@@ -23,18 +24,8 @@
 #define SMALL_BLOCK ((size_t)64 << 10)
 #define LARGE_COUNT 16
 
-/* Resident bytes from /proc/self/statm, read without malloc. */
-static size_t rss_now(void) {
-    char buf[128];
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    const char *s = strchr(buf, ' ');
-    return s ? (size_t)strtoull(s + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE) : 0;
-}
+/* Resident bytes of the whole process. */
+static size_t rss_now(void) { return proc_kib("/proc/self/status", "VmRSS:"); }
 
 static void touch(char *p, size_t n) {
     for (size_t i = 0; i < n; i += 4096) p[i] = 1;

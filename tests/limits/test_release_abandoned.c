@@ -13,24 +13,15 @@
 #include <unistd.h>
 
 #include "common/require.h"
+#include "common/procfs.h"
 #include "strata.h"
 
 #define MIB ((size_t)1 << 20)
 #define THREADS 4
 #define PER_THREAD (24 * MIB)
 
-/* Rss of the whole process from smaps_rollup, read without malloc. */
-static size_t rollup_rss(void) {
-    char buf[4096];
-    int fd = open("/proc/self/smaps_rollup", O_RDONLY);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    char *s = strstr(buf, "\nRss:");
-    return s ? strtoull(s + 5, NULL, 10) * 1024 : 0;
-}
+/* Rss of the whole process from smaps_rollup. */
+static size_t rollup_rss(void) { return proc_kib("/proc/self/smaps_rollup", "\nRss:"); }
 
 /* Fills PER_THREAD bytes with blocks of one class, then frees all but one
  * block per 4 MiB (a segment's worth), so every segment keeps a block in
