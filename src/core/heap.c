@@ -142,6 +142,9 @@ static uint64_t heap_segment_count(const heap_t *heap) {
     return n;
 }
 
+/* heap_t's run_delay_base when the kernel does not report it (heap_run_sample). */
+#define RUN_DELAY_UNKNOWN UINT64_MAX
+
 /* Takes orphan h itself if it is still in the pool (registry_lock held). */
 static heap_t *orphan_take_this(heap_t *h) {
     for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan) {
@@ -198,6 +201,12 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
          * what the new thread is about to use). */
         __atomic_store_n(&heap->maintained_at, 0, __ATOMIC_RELAXED);
         heap->demand_at = os_now_ms();
+        /* The run delay read from here on is this thread's (from its own
+         * 0): measured against the exited thread's base, the wait the
+         * heap had counted had to be waited again before any counted (a
+         * thread kept off the CPU 676 ms had 534 taken off its clock, and
+         * lost its kept pages; core_purge_clock under load). */
+        if (heap->run_delay_base != RUN_DELAY_UNKNOWN) heap->run_delay_base = 0;
     } else {
         heap_foreign_init(heap);
         for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
@@ -261,16 +270,23 @@ void heap_note_refault(heap_t *heap, uint64_t purged_at) {
  * not report it, and under a memory limit (memory held for a thread that
  * waits for a CPU counts against the limit all the same), wall time. */
 #define RUN_SAMPLE_MS 4
-#define RUN_DELAY_UNKNOWN UINT64_MAX
 static void heap_run_sample(heap_t *heap, uint64_t wall) {
     heap->sampled_at = wall;
     if (heap->run_delay_base == RUN_DELAY_UNKNOWN || os_memory_limit() != SIZE_MAX) return;
     uint64_t rd = os_thread_run_delay_ns();
-    if (rd == UINT64_MAX) heap->run_delay_base = RUN_DELAY_UNKNOWN;
-    else if (heap->run_delay_base == 0) heap->run_delay_base = rd + 1;   /* (0: not read) */
-    else if (rd + 1 > heap->run_delay_base) {
-        uint64_t w = (rd + 1 - heap->run_delay_base) / 1000000u;
-        if (w > heap->wait_ms && w <= wall) heap->wait_ms = w;
+    if (rd == UINT64_MAX) {
+        heap->run_delay_base = RUN_DELAY_UNKNOWN;
+    } else if (heap->run_delay_base == 0) {   /* (0: not read) */
+        /* The wait counted so far continues from this thread's reading:
+         * wait_ms is not 0 for a heap adopted from an exited thread
+         * (heap_get_or_init_from), and the new thread's run delay starts from its
+         * own 0.  (Modular: the base may lie "below" zero.) */
+        uint64_t b = rd + 1 - heap->wait_ms * 1000000u;
+        heap->run_delay_base = b == 0 || b == RUN_DELAY_UNKNOWN ? b - 1 : b;
+    } else {
+        uint64_t d = rd + 1 - heap->run_delay_base;
+        uint64_t w = d / 1000000u;
+        if (d < (UINT64_C(1) << 63) && w > heap->wait_ms && w <= wall) heap->wait_ms = w;
     }
 }
 
