@@ -427,6 +427,7 @@ void heap_maintain(heap_t *heap) {
     }
     /* (atomic: heap_collect_others reads it to tell an idle heap, by wall time) */
     __atomic_store_n(&heap->maintained_at, wall, __ATOMIC_RELAXED);
+    memset(heap->traded, 0, sizeof heap->traded);   /* (a trade is told by its pace) */
     uint64_t now = wall - heap->wait_ms;
     if (wall >= heap->sampled_at + RUN_SAMPLE_MS || (heap->purge_due && now >= heap->purge_due)) {
         heap_run_sample(heap, wall);

@@ -322,6 +322,9 @@ typedef struct heap_s {
     uint64_t maintained_at;                 /* ms: last slow-path housekeeping */
     uint32_t retires;                       /* pages retired (paces housekeeping) */
     uint32_t refills;                       /* quick free-list refills (alloc.c; paces housekeeping) */
+    /* Classes whose kept page another class took since the last clock tick
+     * (heap_release_retained). */
+    uint64_t traded[(CLASS_COUNT + 64) / 64];
     struct heap_s *next_heap, *prev_heap;   /* registry of live heaps */
     /* Per class, folded from the pages on slow paths (page_fold_stats). */
     uint64_t stat_alloc[CLASS_COUNT + 1];
@@ -462,7 +465,7 @@ page_t *page_find_free(heap_t *heap, uint32_t cls);
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
 uint32_t heap_count_kept(heap_t *heap);
 bool heap_release_kept_all(heap_t *heap);
-bool heap_release_retained(heap_t *heap, segment_kind kind);
+bool heap_release_retained(heap_t *heap, segment_kind kind, uint32_t cls);
 block_t *page_block_start(const page_t *page, const void *p);
 bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call);
 void page_setup_keys(page_t *page);
@@ -471,7 +474,7 @@ bool page_holds_free(page_t *page, const block_t *b);
 size_t page_check(const page_t *page, bool owner_view);
 
 /* segment.c */
-page_t *segment_page_alloc(heap_t *heap, segment_kind kind);
+page_t *segment_page_alloc(heap_t *heap, segment_kind kind, uint32_t cls);
 void segment_page_free(heap_t *heap, page_t *page);
 void segment_abandon(heap_t *heap, segment_t *seg);
 bool segment_reclaim_for_free(heap_t *heap, segment_t *seg);

@@ -2,10 +2,11 @@
  * weighs what every thread needs, and its foreign-free cache (the other
  * half of what a heap used to weigh) is made only when the thread first
  * frees a block of another thread; blocks that came back to a page are
- * used before another page carves fresh ones.  Linked statically, so malloc
- * here is Strata's. */
+ * used before another page carves fresh ones, and sizes used in turn keep
+ * their pages.  Linked statically, so malloc here is Strata's. */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "check.h"
@@ -90,10 +91,65 @@ static void returned_blocks_are_used_before_fresh_ones(void) {
     CHECK(ok != NULL);
 }
 
+/* A thread cycling through sizes whose needs vary from round to round (one
+ * page's worth and a block more, then one block): once each size holds the
+ * pages it needs, a page should stay with its size.  Classes that hand
+ * their empty pages to each other (heap_release_retained) set a page up for
+ * another size at nearly every turn. */
+#define TRADE_CLASSES 24
+#define TRADE_ROUNDS 200
+
+static void *trade_blocks[65536 / 16 + 2];
+static page_t *trade_page[1024];
+static uint32_t trade_cls[1024];
+
+/* Notes that page served class c; true if it served another class before. */
+static bool page_changed_class(page_t *page, uint32_t c) {
+    for (int i = 0; i < 1024; i++) {
+        if (trade_page[i] == page) {
+            bool changed = trade_cls[i] != c;
+            trade_cls[i] = c;
+            return changed;
+        }
+        if (!trade_page[i]) {
+            trade_page[i] = page;
+            trade_cls[i] = c;
+            return false;
+        }
+    }
+    return false;
+}
+
+static void *cycle_through_sizes(void *arg) {
+    (void)arg;
+    long changed = 0;
+    for (int r = 0; r < TRADE_ROUNDS + 10; r++)
+        for (uint32_t c = 1; c <= TRADE_CLASSES; c++) {
+            size_t size = class_size[c];
+            size_t n = (r + c) % 2 ? 65536 / size + 1 : 1;
+            for (size_t i = 0; i < n; i++) trade_blocks[i] = malloc(size);
+            bool a = page_changed_class(pagemap_page(trade_blocks[0]), c);
+            bool b = page_changed_class(pagemap_page(trade_blocks[n - 1]), c);
+            if (r >= 10) changed += a + b;
+            for (size_t i = 0; i < n; i++) free(trade_blocks[i]);
+        }
+    return (void *)changed;
+}
+
+static void sizes_in_turn_keep_their_pages(void) {
+    pthread_t t;
+    void *changed = NULL;
+    CHECK(pthread_create(&t, NULL, cycle_through_sizes, NULL) == 0);
+    CHECK(pthread_join(t, &changed) == 0);
+    fprintf(stderr, "%ld pages went to another size in %d turns\n", (long)changed, TRADE_ROUNDS * TRADE_CLASSES);
+    CHECK((long)changed * 20 <= TRADE_ROUNDS * TRADE_CLASSES);   /* at most one turn in 20 */
+}
+
 int main(void) {
     free(malloc(1));
     RUN(heap_without_foreign_frees_is_small);
     RUN(foreign_cache_made_on_first_foreign_free);
     RUN(returned_blocks_are_used_before_fresh_ones);
+    RUN(sizes_in_turn_keep_their_pages);
     return check_failures != 0;
 }
