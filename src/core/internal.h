@@ -164,6 +164,8 @@ typedef struct page_s {
  * thread exited is abandoned (owner NULL) and is adopted by the next heap
  * that needs a page, or by a thread that frees into it. */
 typedef enum { SEG_SMALL = 0, SEG_MEDIUM = 1, SEG_KINDS = 2 } segment_kind;
+/* The kind of segment whose pages hold class cls's blocks. */
+static inline segment_kind class_kind(uint32_t cls) { return cls <= class_of(SMALL_CLASS_MAX_SIZE) ? SEG_SMALL : SEG_MEDIUM; }
 
 #define SMALL_PAGE_SHIFT 16
 #define MEDIUM_PAGE_SHIFT 19
@@ -465,7 +467,7 @@ page_t *page_find_free(heap_t *heap, uint32_t cls);
 uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
 uint32_t heap_count_kept(heap_t *heap);
 bool heap_release_kept_all(heap_t *heap);
-bool heap_release_retained(heap_t *heap, segment_kind kind, uint32_t cls);
+bool heap_release_retained(heap_t *heap, uint32_t cls);
 block_t *page_block_start(const page_t *page, const void *p);
 bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call);
 void page_setup_keys(page_t *page);
@@ -474,7 +476,7 @@ bool page_holds_free(page_t *page, const block_t *b);
 size_t page_check(const page_t *page, bool owner_view);
 
 /* segment.c */
-page_t *segment_page_alloc(heap_t *heap, segment_kind kind, uint32_t cls);
+page_t *segment_page_alloc(heap_t *heap, uint32_t cls);
 void segment_page_free(heap_t *heap, page_t *page);
 void segment_abandon(heap_t *heap, segment_t *seg);
 bool segment_reclaim_for_free(heap_t *heap, segment_t *seg);

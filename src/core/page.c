@@ -594,7 +594,7 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
         page_extend(room);
         return page_found(heap, q, room);
     }
-    page = segment_page_alloc(heap, cls <= class_of(SMALL_CLASS_MAX_SIZE) ? SEG_SMALL : SEG_MEDIUM, cls);
+    page = segment_page_alloc(heap, cls);
     if (!page) return NULL;
     page_init(page, heap, cls);
     page_queue_push_front(q, page);
@@ -706,8 +706,8 @@ uint32_t heap_count_kept(heap_t *heap) {
     return n;
 }
 
-/* The heap needs a page of class cls, of a segment of this kind, and has
- * no unused one that was written before: give back one kept empty page
+/* The heap needs a page of class cls and has no unused one of its
+ * segment kind that was written before: give back one kept empty page
  * (the one kept longest among the queues' ends) so its memory is reused
  * rather than a fresh page touched.  True if one went.  Not for a class
  * whose own kept page another class took within this clock tick: a
@@ -717,14 +717,15 @@ uint32_t heap_count_kept(heap_t *heap) {
  * fresh memory once and keeps it.  A program that moved on to other sizes
  * still reuses the old ones' pages (malloc-sizes: twice the peak without
  * any taking). */
-bool heap_release_retained(heap_t *heap, segment_kind kind, uint32_t cls) {
+bool heap_release_retained(heap_t *heap, uint32_t cls) {
     uint64_t bit = (uint64_t)1 << (cls & 63);
     if (heap->traded[cls >> 6] & bit) {
         heap->traded[cls >> 6] &= ~bit;
         return false;
     }
-    uint32_t lo = kind == SEG_SMALL ? 1 : class_of(SMALL_CLASS_MAX_SIZE) + 1;
-    uint32_t hi = kind == SEG_SMALL ? class_of(SMALL_CLASS_MAX_SIZE) : CLASS_COUNT;
+    bool small = class_kind(cls) == SEG_SMALL;
+    uint32_t lo = small ? 1 : class_of(SMALL_CLASS_MAX_SIZE) + 1;
+    uint32_t hi = small ? class_of(SMALL_CLASS_MAX_SIZE) : CLASS_COUNT;
     page_t *best = NULL;
     for (uint32_t c = lo; c <= hi; c++) {
         page_queue_t *q = &heap->queues[c];

@@ -368,7 +368,8 @@ static page_t *segment_page_take(heap_t *heap, segment_t *s, page_t *page) {
  * heap's own unused pages, then a kept empty page of another class), so
  * memory already touched is reused before fresh memory is touched; then a
  * purged or fresh one, an abandoned segment's, a new segment's. */
-page_t *segment_page_alloc(heap_t *heap, segment_kind kind, uint32_t cls) {
+page_t *segment_page_alloc(heap_t *heap, uint32_t cls) {
+    segment_kind kind = class_kind(cls);
     int node = numa_heap_node(heap);
     /* (A kept page given back with a zero delay is purged at once: no use.) */
     bool steal = heap_purge_delay(heap) != 0;
@@ -385,7 +386,7 @@ page_t *segment_page_alloc(heap_t *heap, segment_kind kind, uint32_t cls) {
                 if (!clean) { clean = page; clean_seg = s; }
             }
         }
-        if (steal && heap_release_retained(heap, kind, cls)) {   /* a dirty page is unused now */
+        if (steal && heap_release_retained(heap, cls)) {   /* a dirty page is unused now */
             steal = false;   /* once: if it is on another node, do not strip every class */
             continue;
         }

@@ -501,7 +501,7 @@ typedef struct tcache_s {
     unsigned epoch;                 /* cache_epoch when last emptied */
     bool busy;                      /* a flush runs (the reclaim hook must not enter) */
     bool numa;                      /* more than one node: hits are placed too */
-    unsigned ticks;                 /* large_cache_alloc calls */
+    unsigned ticks;                 /* large_cache_alloc_else calls */
     size_t cap;                     /* bound on bytes (0: cache off) */
     /* cap less the bytes cached now (negative once cap shrank below them):
      * the push tests and lowers one word.  Owner only; large_stats_get
@@ -727,21 +727,26 @@ static noinline void *cache_pop_renew(tcache_t *t) {
     return NULL;
 }
 
+/* The newest block of bin c of t, which holds n > 0, for a malloc of size. */
+static inline void *bin_pop(tcache_t *t, unsigned c, uint32_t n, size_t size) {
+    cache_bin_t *b = &t->bin[c];
+    void *p = b->slot[--n];
+    bin_set_n(b, n);
+    ((uint64_t *)p)[1] = 0;
+    t->room += (ptrdiff_t)class_size(c);
+    OWN_ADD(t->hits, 1);
+    if (__builtin_expect(t->numa, 0)) return cache_place(p, size);
+    return p;
+}
+
 /* A cacheable malloc: this thread's bin, or NULL (the caller takes the arena path). */
 static inline void *cache_pop(size_t size) {
     tcache_t *t = my_cache;
     if (!t) return NULL;
     if (__builtin_expect(t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed), 0)) return cache_pop_renew(t);
     unsigned c = cache_class(size);
-    cache_bin_t *b = &t->bin[c];
-    if (!b->n) return NULL;
-    bin_set_n(b, b->n - 1);
-    void *p = b->slot[b->n];
-    ((uint64_t *)p)[1] = 0;
-    t->room += (ptrdiff_t)class_size(c);
-    OWN_ADD(t->hits, 1);
-    if (__builtin_expect(t->numa, 0)) return cache_place(p, size);
-    return p;
+    uint32_t n = t->bin[c].n;
+    return n ? bin_pop(t, c, n, size) : NULL;
 }
 
 static inline void cache_put(tcache_t *t, cache_bin_t *b, void *p, size_t size) {
@@ -838,15 +843,11 @@ static uint8_t *guard_of(const void *p, size_t usable) {
 static uint8_t *guard_of(const void *p, size_t usable) { return (uint8_t *)p + usable; }
 #endif
 
-/* Every CACHE_TICK-th call says no, so the caller's generic path (which
- * keeps the purge clocks running) still runs now and then in a program
- * that only reuses cached blocks; the block then comes from the cache there. */
+/* Every CACHE_TICK-th call of large_cache_alloc_else says no, so the
+ * caller's generic path (which keeps the purge clocks running) still runs
+ * now and then in a program that only reuses cached blocks; the block then
+ * comes from the cache there (large_alloc). */
 #define CACHE_TICK 64
-void *large_cache_alloc(size_t size) {
-    tcache_t *t = my_cache;
-    if (size > CACHE_MAX || !t || !(++t->ticks & (CACHE_TICK - 1))) return NULL;
-    return cache_pop(size);
-}
 
 /* large_cache_alloc_else's way when its inline pop does not serve: a cache
  * behind the epoch is emptied (cache_pop does), then the caller's path. */
@@ -859,23 +860,14 @@ static noinline void *cache_alloc_miss(size_t size, void *(*miss)(size_t size)) 
 /* malloc's way in (a pair of malloc and free of one size is a pop here and
  * a push in large_cache_free_else): cache_pop written out with what it
  * needs only, so no frame is set up and the caller's miss path is a tail
- * call from here.  The same bounds, tick and epoch as large_cache_alloc. */
+ * call from here; every CACHE_TICK-th call misses. */
 void *large_cache_alloc_else(size_t size, void *(*miss)(size_t size)) {
     tcache_t *t = my_cache;
     if (__builtin_expect(size <= CACHE_MAX && t != NULL, 1) && __builtin_expect(++t->ticks & (CACHE_TICK - 1), 1) &&
         __builtin_expect(t->epoch == atomic_load_explicit(&cache_epoch, memory_order_relaxed), 1)) {
         unsigned c = cache_class(size);
-        cache_bin_t *b = &t->bin[c];
-        uint32_t n = b->n;
-        if (__builtin_expect(n != 0, 1)) {
-            void *p = b->slot[--n];
-            bin_set_n(b, n);
-            ((uint64_t *)p)[1] = 0;
-            t->room += (ptrdiff_t)class_size(c);
-            OWN_ADD(t->hits, 1);
-            if (__builtin_expect(t->numa, 0)) return cache_place(p, size);
-            return p;
-        }
+        uint32_t n = t->bin[c].n;
+        if (__builtin_expect(n != 0, 1)) return bin_pop(t, c, n, size);
     }
     return cache_alloc_miss(size, miss);
 }
@@ -1037,7 +1029,9 @@ static inline unsigned block_class(const void *p, int slot, uint64_t w, _Atomic(
 /* A cached block (freed) looks like this; a live one does with odds 2^-64. */
 static inline bool block_cached(const void *p) { return ((const uint64_t *)p)[1] == cache_key_of(p); }
 
-bool large_cache_free(void *p) {
+/* True when the thread cache takes p (or reports it: a double free);
+ * false: p is for the arenas. */
+static bool large_cache_free(void *p) {
     uint64_t w = 0;
     int slot = slot_of(p, &w);
     _Atomic(uint8_t) *e;

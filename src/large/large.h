@@ -18,13 +18,9 @@ void *large_alloc(size_t size, size_t align, bool zero);
  * calling thread's node under local).  Pages already resident elsewhere
  * (a reused block) are migrated. */
 void *large_alloc_onnode(size_t size, size_t align, bool zero, int node);
-/* The thread cache alone (no lock, no clock): a block of size bytes (16
- * aligned) or NULL; and the free of p when the cache takes it (or reports
- * it: a double free) — false: p is for large_free.  The core calls them
- * first on its generic paths. */
-void *large_cache_alloc(size_t size);
-bool large_cache_free(void *p);
-/* The same for malloc's and free's fast paths, which keep no frame: on a
+/* The thread cache alone (no lock, no clock), for malloc's and free's
+ * paths, which keep no frame: a block of size bytes (16 aligned), and the
+ * free of p when the cache takes it (or reports it: a double free); on a
  * miss (the cache does not serve or take the block) each ends in a tail
  * call of the caller's miss, with its arguments as given. */
 void *large_cache_alloc_else(size_t size, void *(*miss)(size_t size));
