@@ -6,6 +6,8 @@
 #include "os.h"
 
 #include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 #include <fcntl.h>
@@ -113,6 +115,26 @@ static void *map_once(size_t size, size_t align, int prot, int flags) {
     return aligned;
 }
 
+/* Under an address-space limit a mapping's probes (the exact-size try,
+ * the over-map) hold address space for a moment: threads probing at once
+ * near the limit each counted the others' probes, and one got ENOMEM
+ * though the space it asked for was there (limits_segment_extent: a NULL
+ * in one run of five).  So there the probes take turns.  A flag, not a
+ * lock: a thread waits a bounded number of turns and then goes ahead, so
+ * nothing can hang on it (a child forked while it was set, say). */
+static _Atomic(bool) probing;
+static void *map_once_in_turn(size_t size, size_t align, int prot, int flags) {
+    if (os_as_limit() == SIZE_MAX) return map_once(size, align, prot, flags);
+    bool mine = false;
+    for (int i = 0; i < 1000 && !(mine = !atomic_exchange_explicit(&probing, true, memory_order_acquire)); i++)
+        sched_yield();
+    void *p = map_once(size, align, prot, flags);
+    int e = errno;
+    if (mine) atomic_store_explicit(&probing, false, memory_order_release);
+    errno = e;
+    return p;
+}
+
 /* A refused mapping (address space short: ulimit -v) re-reads the limits
  * and asks the reclaim hooks (limits.c) to give back what they can, then
  * tries once more. */
@@ -120,11 +142,11 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
     if (size == 0 || size > ((size_t)1 << 47)) { errno = ENOMEM; return NULL; }
     size_t ps = os_page_size();
     if (align < ps) align = ps;
-    void *p = map_once(size, align, prot, flags);
+    void *p = map_once_in_turn(size, align, prot, flags);
     if (p || errno != ENOMEM) return p;
     os_limits_refresh();
     if (os_reclaim() == 0) { errno = ENOMEM; return NULL; }
-    p = map_once(size, align, prot, flags);
+    p = map_once_in_turn(size, align, prot, flags);
     if (!p) errno = ENOMEM;
     return p;
 }
