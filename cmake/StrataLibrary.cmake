@@ -71,8 +71,14 @@ endforeach()
 string(APPEND hot_ld "  }\n}\nINSERT BEFORE .text;\n")
 file(WRITE ${CMAKE_BINARY_DIR}/strata-hot.ld "${hot_ld}")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/cmake/hot-text.list)
-target_link_options(strata PRIVATE -Wl,-T,${CMAKE_BINARY_DIR}/strata-hot.ld -Wl,-z,max-page-size=0x10000)
-set_property(TARGET strata APPEND PROPERTY LINK_DEPENDS ${CMAKE_BINARY_DIR}/strata-hot.ld)
+# Only where the linker takes the script (GNU ld and lld do; gold has no
+# INSERT): elsewhere the library links as before (tests/layout skips).
+include(CheckLinkerFlag)
+check_linker_flag(C "-Wl,-T,${CMAKE_BINARY_DIR}/strata-hot.ld" STRATA_HOT_TEXT)
+if(STRATA_HOT_TEXT)
+  target_link_options(strata PRIVATE -Wl,-T,${CMAKE_BINARY_DIR}/strata-hot.ld -Wl,-z,max-page-size=0x10000)
+  set_property(TARGET strata APPEND PROPERTY LINK_DEPENDS ${CMAKE_BINARY_DIR}/strata-hot.ld)
+endif()
 
 add_library(strata_static STATIC $<TARGET_OBJECTS:strata_obj>)
 set_target_properties(strata_static PROPERTIES OUTPUT_NAME strata)
