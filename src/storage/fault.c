@@ -94,9 +94,10 @@ static size_t load_locked(size_t g, uint8_t s, bool write) {
      * for its own granule: the rest of its run is read asynchronously and
      * installed by the reader thread while the program goes on.  (PageRank
      * gathering from its vector: each such fault waited for a 1 MiB read
-     * and its copy, a fifth of the program's time.) */
+     * and its copy, a fifth of the program's time.)  STRATA_SB_SPLIT=0:
+     * the fault reads the whole run itself, as before. */
     size_t rest = 0;
-    if ((s & ST_FILE) && stream < 0 && n > 1 && sb_ra_can_fetch()) {
+    if (sb.split && (s & ST_FILE) && stream < 0 && n > 1 && sb_ra_can_fetch()) {
         for (size_t i = 1; i < n; i++) sb_unlock(g + i, states[i]);
         rest = n - 1;
         n = 1;

@@ -83,6 +83,7 @@ typedef struct sb_state_s {
     size_t ra_cap;              /* granules per stream load at most */
     size_t ra_pages;            /* the read-ahead buffers, taken from budget_pages */
     bool direct;                /* the file is O_DIRECT: read-ahead is asynchronous I/O */
+    bool split;                 /* aggressive faults off any stream wait for their own granule only (fault.c) */
     _Atomic int ra_inflight;    /* reads in flight */
     _Atomic size_t resident;    /* granules resident or being loaded */
     _Atomic size_t hand;        /* the eviction clock */
