@@ -126,6 +126,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_CHAN_PUSH,        /* 0|1: channels created here single-copy by the sender, not the receiver */
     STRATA_OPTION_SB_ZERO,          /* fresh pages (userfaultfd): 0 copy zeros, 1 map the zero page */
     STRATA_OPTION_SB_READAHEAD,     /* runs read ahead of a sequential stream (0: no stream detection) */
+    STRATA_OPTION_SB_SPLIT,         /* 0|1: a random aggressive fault waits for its own page only (default 1) */
     STRATA_OPTION_COUNT
 } strata_option_t;
 

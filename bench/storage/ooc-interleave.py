@@ -14,7 +14,7 @@ xwall / xidle: glibc's median over the variant's (wall, idle wall).
 (each --libs path's directory must hold libstrata.so and openmpi/libstrata-mpi.so).
 Needs root (cgroup, swap), and the shim built:
   cc -O2 -shared -fPIC -o /tmp/schedstat-shim.so bench/storage/schedstat-shim.c
-usage: ooc-interleave.py [--runs N] [--inmem] [--libs name=path,...] [--pols aggressive,lazy]
+usage: ooc-interleave.py [--runs N] [--inmem] [--libs name=path[+K=V...],...] [--pols aggressive,lazy]
                          [--env K=V ...] [--mpi BUDGET] [--shim PATH] LIMIT -- program args
 """
 import argparse, os, re, statistics, subprocess, sys, time
@@ -41,6 +41,7 @@ if a.inmem:
 if a.mpi: variants = [(n, e, l) for n, e, l in variants]
 for nl in (a.libs.split(",") if a.libs else []):
     n, l = nl.split("=", 1)
+    l, *own = l.split("+")   # name=path+K=V+...: settings of this variant only
     l = os.path.abspath(l)
     for pol in a.pols.split(","):
         e = {"STRATA_SB_DIR": "/var/tmp", "STRATA_SB_BUDGET": "auto", "STRATA_SB_READ": pol, "STRATA_SHOW_STATS": "1"}
@@ -50,6 +51,8 @@ for nl in (a.libs.split(",") if a.libs else []):
             e = {"BENCH_SB_BUDGET": a.mpi, "BENCH_SB_READ": pol, "LD_PRELOAD": SH, "STRATA_SHOW_STATS": "1", "BENCH_SB_BUILD": os.path.dirname(l)}
             for kv in a.env:
                 k, v = kv.split("=", 1); e[k] = v
+        for kv in own:
+            k, v = kv.split("=", 1); e[k] = v
         else:
             e["LD_PRELOAD"] = SH + ":" + l
         variants.append((n + "-" + pol[:4], e, l))

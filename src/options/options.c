@@ -94,6 +94,8 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "userfaultfd fill of fresh storage-backed pages: copy (zeros) or map (the zero page)"},
     {"SB_READAHEAD", KIND_INT, 2, 0, 64, NULL,
      "storage-backed reads: runs read ahead of a sequential stream (direct I/O: asynchronously; 0: no streams)"},
+    {"SB_SPLIT", KIND_BOOL, 1, 0, 1, NULL,
+     "storage-backed aggressive reads off any stream: the fault waits for its own page, the rest of the run is read ahead"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];

@@ -38,6 +38,7 @@ struct os_pm_scan_arg {
 #define OS_PM_SCAN_CHECK_WPASYNC (1u << 1)
 #define OS_PAGE_IS_WRITTEN (1u << 1)
 #define OS_PAGE_IS_PRESENT (1u << 3)
+#define OS_PAGE_IS_SWAPPED (1u << 4)
 #define OS_PAGE_IS_PFNZERO (1u << 5)
 
 void *os_sb_reserve(size_t len, size_t align, bool accessible) {
@@ -137,9 +138,14 @@ long os_pagemap_written(int pagemap_fd, uintptr_t start, uintptr_t end, uintptr_
             .vec = (uintptr_t)vec,
             .vec_len = want,
             .category_inverted = OS_PAGE_IS_PFNZERO,
-            /* Written, present (a page never filled counts as written
-             * too), and not the zero page. */
-            .category_mask = OS_PAGE_IS_WRITTEN | OS_PAGE_IS_PRESENT | OS_PAGE_IS_PFNZERO,
+            /* Written and not the zero page; present or in swap.  A
+             * page never filled counts as written too, so some backing is
+             * asked for; but a written page the kernel swapped out (a
+             * memory cgroup with swap) or is migrating is not present,
+             * and asking for present pages only reported it clean: its
+             * eviction dropped it unwritten (tests/storage/test_sb_swap.c). */
+            .category_mask = OS_PAGE_IS_WRITTEN | OS_PAGE_IS_PFNZERO,
+            .category_anyof_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED,
             .return_mask = OS_PAGE_IS_WRITTEN,
         };
         long n = ioctl(pagemap_fd, OS_PAGEMAP_SCAN, &a);

@@ -45,9 +45,10 @@ int os_uffd_copy(int uffd, void *dst, const void *src, size_t len, bool wp);
 int os_uffd_zeropage(int uffd, void *dst, size_t len);
 
 /* PAGEMAP_SCAN (Linux >= 6.7) over [start, end) of this process: the pages
- * written since they were last write-protected, present pages only (the
- * kernel counts a page never filled as written) and never the shared zero
- * page (it holds zeros, whatever its write-protect bit says).  Up to cap runs go to
+ * written since they were last write-protected, present or swapped out
+ * (the kernel counts a page never filled as written; a written page in
+ * swap is still written) and never the shared zero page (it holds zeros,
+ * whatever its write-protect bit says).  Up to cap runs go to
  * runs[2i], runs[2i+1] (start and end addresses); with rearm the pages
  * found are write-protected again in the same call.  Returns the number of
  * runs (>= 0) or -errno.  pagemap_fd: an open /proc/self/pagemap. */

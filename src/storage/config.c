@@ -215,6 +215,7 @@ static int setup(const strata_sb_config *c) {
     if (big < sb.evict_batch) big = sb.evict_batch;
     sb.clean_room = 2 * big <= sb.budget_pages / 8 ? 2 * big : sb.budget_pages / 8;
     sb.ra_depth = (size_t)opt(STRATA_OPTION_SB_READAHEAD);
+    sb.split = opt(STRATA_OPTION_SB_SPLIT) != 0;
     sb.direct = (fcntl(sb.fd, F_GETFL) & O_DIRECT) != 0;
     size_t ps = os_page_size();
     /* A slot holds a whole aggressive run (one read), up to SCRATCH_MAX;

@@ -83,6 +83,7 @@ typedef struct sb_state_s {
     size_t ra_cap;              /* granules per stream load at most */
     size_t ra_pages;            /* the read-ahead buffers, taken from budget_pages */
     bool direct;                /* the file is O_DIRECT: read-ahead is asynchronous I/O */
+    bool split;                 /* aggressive faults off any stream wait for their own granule only (fault.c) */
     _Atomic int ra_inflight;    /* reads in flight */
     _Atomic size_t resident;    /* granules resident or being loaded */
     _Atomic size_t hand;        /* the eviction clock */
@@ -168,6 +169,12 @@ bool sb_ra_settle_at(size_t g, bool by_fault);
 bool sb_ra_pop_behind(size_t *g, size_t *n);
 /* Completes every read in flight (their granules become evictable). */
 size_t sb_ra_settle_all(void);   /* how many it completed */
+/* A fault off any stream: true if the rest of its run can be read
+ * asynchronously (the reader runs, a slot is free); sb_ra_fetch starts
+ * those reads over the stored, non-resident granules from g (not locked
+ * by the caller), at most n; how many it covers. */
+bool sb_ra_can_fetch(void);
+size_t sb_ra_fetch(size_t g, size_t n);
 /* Starts the reader thread, which installs completed reads ahead of the
  * program (not from a signal handler; sb_ra_fini stops it). */
 void sb_ra_reader_start(void);
