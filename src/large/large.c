@@ -579,6 +579,20 @@ static void sparse_block(void *addr, size_t size, bool used, void *arg) {
     sparse_flush(c);
 }
 
+/* Under s's lock: [p, p + len) was freed into s's arena.  A free block the
+ * last scan read that held it was used in between, even if it has the
+ * same bounds again (taken whole, written, freed): forgotten. */
+static void sparse_forget(stripe_t *s, const void *p, size_t len) {
+    unsigned cur = s->scanned_cur, lo = 0, hi = s->scanned_n[cur];
+    uintptr_t a = (uintptr_t)p;
+    while (lo < hi) {   /* the first entry that ends past a */
+        unsigned mid = (lo + hi) / 2;
+        if (s->scanned[cur][mid].addr + s->scanned[cur][mid].size <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    for (unsigned i = lo; i < s->scanned_n[cur] && s->scanned[cur][i].addr < a + len; i++) s->scanned[cur][i].size = 0;
+}
+
 /* Under s's lock. */
 static void sparse_scan_due(stripe_t *s) {
     if (!s->frees_since_scan) return;
@@ -771,6 +785,7 @@ static void cache_bin_flush(tcache_t *t, unsigned c, uint32_t n, bool trylock) {
         if (e) atomic_store_explicit(e, 0, memory_order_relaxed);
         arena_free(&s->arena, p, NULL);
         s->frees_since_scan++;
+        sparse_forget(s, p, size);
     }
     if (held) stripe_unlock(held);
     t->busy = was_busy;
@@ -1253,7 +1268,10 @@ static noinline void free_slow(void *p) {
         if (u && os_guard(guard_of(p, u), os_page_size(), false) != 0) strata_fatal("large: cannot lift a guard page");
     }
     int r = arena_free(&s->arena, p, &usable);
-    if (r == ARENA_OK) s->frees_since_scan++;
+    if (r == ARENA_OK) {
+        s->frees_since_scan++;
+        sparse_forget(s, p, usable);
+    }
     /* Under the lock: the range must not be handed out (and advised) again first. */
     if (r == ARENA_OK) large_huge_advise(p, usable, false);
     stripe_unlock(s);
