@@ -540,14 +540,18 @@ static void sparse_block(void *addr, size_t size, bool used, void *arg) {
     if (used) return;
     sparse_scan_t *c = arg;
     stripe_t *s = c->s;
-    /* Free memory is not written: a block the last scan read and that has
-     * not changed since (not cut, not merged) holds nothing new. */
+    /* Free memory is not written: a block that lies inside one the last
+     * scan read, which nothing was freed into since (sparse_forget), only
+     * lost pages to allocations (big free space carved from its start,
+     * block after block), and holds nothing new. */
     unsigned cur = s->scanned_cur, nxt = cur ^ 1;
-    bool seen = false;
-    while (c->old_i < s->scanned_n[cur] && s->scanned[cur][c->old_i].addr < (uintptr_t)addr) c->old_i++;
-    if (c->old_i < s->scanned_n[cur] && s->scanned[cur][c->old_i].addr == (uintptr_t)addr &&
-        s->scanned[cur][c->old_i].size == size)
-        seen = true;
+    uintptr_t a0 = (uintptr_t)addr;
+    while (c->old_i < s->scanned_n[cur] &&
+           s->scanned[cur][c->old_i].addr + s->scanned[cur][c->old_i].size <= a0)
+        c->old_i++;
+    bool seen = c->old_i < s->scanned_n[cur] && s->scanned[cur][c->old_i].size &&
+                s->scanned[cur][c->old_i].addr <= a0 &&
+                a0 + size <= s->scanned[cur][c->old_i].addr + s->scanned[cur][c->old_i].size;
     if (s->scanned_n[nxt] < SPARSE_MEMO) {
         s->scanned[nxt][s->scanned_n[nxt]].addr = (uintptr_t)addr;
         s->scanned[nxt][s->scanned_n[nxt]].size = size;
@@ -578,9 +582,10 @@ static void sparse_block(void *addr, size_t size, bool used, void *arg) {
     sparse_flush(c);
 }
 
-/* Under s's lock: [p, p + len) was freed into s's arena.  A free block the
- * last scan read that held it was used in between, even if it has the
- * same bounds again (taken whole, written, freed): forgotten. */
+/* Under s's lock: [p, p + len) was freed into s's arena (or a block's
+ * tail, by a shrink).  A free block the last scan read that held it was
+ * used in between, even if it has the same bounds again (taken whole,
+ * written, freed): forgotten. */
 static void sparse_forget(stripe_t *s, const void *p, size_t len) {
     unsigned cur = s->scanned_cur, lo = 0, hi = s->scanned_n[cur];
     uintptr_t a = (uintptr_t)p;
@@ -1317,6 +1322,7 @@ void *large_resize_in_place(void *p, size_t size) {
     stripe_lock(s);
     size_t before = arena_usable(&s->arena, p), after = 0;
     bool ok = before && arena_resize(&s->arena, p, size, &after);
+    if (ok && after < before) sparse_forget(s, (char *)p + after, before - after);
     stripe_unlock(s);
     if (!ok) return NULL;
     note_high(p, after);
@@ -1349,7 +1355,10 @@ void *large_realloc_move(void *p, size_t size) {
         arena_free(&s->arena, q, NULL);
         q = NULL;
     }
-    if (q) arena_free(&s->arena, p, NULL);
+    if (q) {
+        arena_free(&s->arena, p, NULL);
+        sparse_forget(s, p, old);
+    }
     stripe_unlock(s);
     if (!q) return NULL;
     note_high(q, usable);
