@@ -323,6 +323,10 @@ size_t os_reclaim(void) {
 
 /* ---- Resident pages -------------------------------------------------------- */
 
+int os_resident_map(void *addr, size_t size, unsigned char *vec) {
+    return mincore(addr, size, vec) == 0 ? 0 : errno;
+}
+
 size_t os_resident_bytes(void *addr, size_t size) {
     size_t ps = os_page_size(), total = 0;
     unsigned char vec[256];
