@@ -604,7 +604,8 @@ static void sparse_scan_due(stripe_t *s) {
     if (every < SPARSE_SCAN_MIN) every = SPARSE_SCAN_MIN;
     if (s->frees_since_scan < every) return;
     s->frees_since_scan = 0;
-    if (large_one_thread()) return;
+    /* STRATA_PURGE_DELAY_MS=-1 asks that nothing be given back: nor here. */
+    if (large_one_thread() || purge_delay() < 0) return;
     sparse_scan_t c = {.s = s};
     s->scanned_n[s->scanned_cur ^ 1] = 0;
     arena_walk(&s->arena, sparse_block, &c);
