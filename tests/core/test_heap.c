@@ -339,11 +339,15 @@ static void *peak_of_adopted_heap(void *arg) {
 
 static void adopted_heap_keeps_back_its_own_peak(void) {
     uint32_t exited_peak = 0, seen[3] = {0};
+    /* A delay no loaded machine outlasts between the exit and the next
+     * start: the orphan must still wait in the pool. */
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 5000);
     pthread_t t;
     pthread_create(&t, NULL, hold_much_release_and_exit, &exited_peak);
     pthread_join(t, NULL);
     pthread_create(&t, NULL, peak_of_adopted_heap, seen);
     pthread_join(t, NULL);
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
     CHECK(exited_peak >= 100);               /* ~8 MiB of 64 KiB pages */
     CHECK(seen[2]);                          /* the exited thread's heap was taken */
     CHECK(seen[0] <= seen[1] + 1);           /* its peak: what it holds now */
