@@ -240,6 +240,120 @@ static void numa_segments_follow_the_node(void) {
     CHECK(os_numa_node_count() >= 1);
 }
 
+/* ---- draining (page_find_free): a page other threads' frees emptied goes
+ * back to its segment, and a sparse page is passed over for a fuller one ---- */
+enum { DRAIN_SIZE = 2700, DRAIN_MAX = 300 };
+static void *drain_blocks[DRAIN_MAX];
+static int drain_n;
+static page_t *drain_emptied, *drain_sparse;
+
+static page_t *page_of_block(void *p) { return page_of(segment_of(p), p); }
+
+/* Another thread frees: all of drain_emptied's blocks, all but one of
+ * drain_sparse's, every other one of the page given. */
+static void *free_remotely(void *arg) {
+    page_t *which = arg;
+    bool kept_one = false;
+    for (int i = 0; i < drain_n; i++) {
+        if (!drain_blocks[i] || page_of_block(drain_blocks[i]) != which) continue;
+        if (which == drain_sparse && !kept_one) { kept_one = true; continue; }
+        if (which != drain_emptied && which != drain_sparse && i % 2) continue;
+        free(drain_blocks[i]);
+        drain_blocks[i] = NULL;
+    }
+    return NULL;
+}
+
+static void drain_free_one_here(page_t *pg) {
+    for (int i = 0; i < drain_n; i++)
+        if (drain_blocks[i] && page_of_block(drain_blocks[i]) == pg) {
+            free(drain_blocks[i]);
+            drain_blocks[i] = NULL;
+            return;
+        }
+}
+
+static void emptied_pages_go_back_and_sparse_ones_drain(void) {
+    /* Four pages of a class: three filled, the fourth begun. */
+    page_t *pg[4] = {NULL};
+    int np = 0;
+    for (drain_n = 0; drain_n < DRAIN_MAX && np < 4; drain_n++) {
+        drain_blocks[drain_n] = malloc(DRAIN_SIZE);
+        page_t *p = page_of_block(drain_blocks[drain_n]);
+        if (np == 0 || pg[np - 1] != p) pg[np++] = p;
+    }
+    CHECK(np == 4);
+    page_t *half = pg[1], *current = pg[3];
+    drain_emptied = pg[0];
+    drain_sparse = pg[2];
+    /* One block of each full page freed here: each has room again (not
+     * full, so the frees that follow go to its remote list), in this queue
+     * order: the sparse one, the emptied one, the half-used one. */
+    drain_free_one_here(drain_sparse);
+    drain_free_one_here(drain_emptied);
+    drain_free_one_here(half);
+    pthread_t t;
+    page_t *order[3] = {drain_emptied, drain_sparse, half};
+    for (int k = 0; k < 3; k++) {
+        pthread_create(&t, NULL, free_remotely, order[k]);
+        pthread_join(t, NULL);
+    }
+    /* Allocate until a block comes from another page than the current one. */
+    void *got = NULL, *extra[64];
+    int n_extra = 0;
+    while (n_extra < 64) {
+        void *q = malloc(DRAIN_SIZE);
+        if (page_of_block(q) != current) { got = q; break; }
+        extra[n_extra++] = q;
+    }
+    CHECK(got != NULL);
+    CHECK(page_of_block(got) == half);                      /* not the sparse page, first in queue */
+    CHECK(page_flags(drain_emptied) & PAGE_UNUSED);         /* the emptied one went back */
+    CHECK(!(page_flags(drain_sparse) & PAGE_UNUSED));       /* the sparse one waits for its last block */
+    free(got);
+    for (int i = 0; i < n_extra; i++) free(extra[i]);
+    for (int i = 0; i < drain_n; i++) free(drain_blocks[i]);
+}
+
+/* A heap taken over from an exited thread keeps back for its purge what
+ * the new thread needs, not the most the exited thread ever held. */
+static void *hold_much_release_and_exit(void *arg) {
+    enum { N = 2000 };
+    static void *p[N];
+    for (int i = 0; i < N; i++) { p[i] = malloc(4000); memset(p[i], 1, 16); }
+    for (int i = 0; i < N; i++) free(p[i]);
+    strata_release();   /* its pages go back: held_pages falls, its peak stays */
+    *(uint32_t *)arg = tls_heap->held_peak;
+    handoff[0] = malloc(48);   /* the heap to be taken over */
+    return NULL;
+}
+
+static void *peak_of_adopted_heap(void *arg) {
+    uint32_t *out = arg;
+    free(malloc(48));
+    out[0] = tls_heap->held_peak;
+    out[1] = tls_heap->held_pages;
+    out[2] = atomic_load(&segment_of(handoff[0])->owner) == tls_heap;
+    return NULL;
+}
+
+static void adopted_heap_keeps_back_its_own_peak(void) {
+    uint32_t exited_peak = 0, seen[3] = {0};
+    /* A delay no loaded machine outlasts between the exit and the next
+     * start: the orphan must still wait in the pool. */
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 5000);
+    pthread_t t;
+    pthread_create(&t, NULL, hold_much_release_and_exit, &exited_peak);
+    pthread_join(t, NULL);
+    pthread_create(&t, NULL, peak_of_adopted_heap, seen);
+    pthread_join(t, NULL);
+    strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
+    CHECK(exited_peak >= 100);               /* ~8 MiB of 64 KiB pages */
+    CHECK(seen[2]);                          /* the exited thread's heap was taken */
+    CHECK(seen[0] <= seen[1] + 1);           /* its peak: what it holds now */
+    free(handoff[0]);
+}
+
 int main(void) {
     free(malloc(1));   /* process and main heap ready */
     RUN(segmap_knows_our_pointers);
@@ -249,6 +363,8 @@ int main(void) {
     RUN(unclaimed_heaps_are_abandoned_after_the_delay);
     RUN(first_free_takes_the_heap_of_its_block);
     RUN(remote_frees_reach_the_owner);
+    RUN(emptied_pages_go_back_and_sparse_ones_drain);
+    RUN(adopted_heap_keeps_back_its_own_peak);
     RUN(numa_segments_follow_the_node);
     return check_failures != 0;
 }
