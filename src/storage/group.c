@@ -107,19 +107,20 @@ size_t sb_group_excess(size_t bytes) {
     return cur + bytes > budget ? (size_t)(cur + bytes - budget) : 0;
 }
 
-void sb_group_ask(void) {
+bool sb_group_ask(void) {
     /* Idle members first; if there are none, everyone. */
-    bool any_idle = false;
-    int me = getpid();
-    for (int pass = 0; pass < 2 && !any_idle; pass++)
+    bool asked = false;
+    int me = getpid(), pass = 0;
+    for (; pass < 2 && !asked; pass++)
         for (int i = 0; i < SB_GROUP_SLOTS; i++) {
             sb_member *m = &sb.group->m[i];
             int pid = atomic_load(&m->pid);
             if (pid <= 0 || pid == me || !atomic_load(&m->resident)) continue;
             if (pass == 0 && !atomic_load(&m->idle)) continue;
             atomic_store(&m->release_request, 1);
-            any_idle = true;
+            asked = true;
         }
+    return asked && pass == 2;   /* none idle: busy members were asked */
 }
 
 size_t sb_group_fair_excess(void) {
