@@ -137,10 +137,9 @@ size_t sb_group_fair_excess(void) {
  * of the others' reach for the whole call.  With "within 1/16 of the
  * budget or asked" as the test, sb_mpi_bench's PageRank had a rank
  * loading in what the blocked ranks left (181,000 loads over budget, 34
- * GiB read for 9 MiB of data): 106-180 s instead of 1-2 in 4 of 5 runs
- * under load, over its 200 s timeout once in a CI-like run; 0 of 6 (and
- * 2 s) releasing at every blocking call.  Keeping a fair share instead of
- * nothing was not enough (5 of 8 runs 20-66 s). */
+ * GiB read for 9 MiB of data): 106-180 s instead of about 1 in 4 of 5
+ * runs under load, near its 200 s timeout; 0 of 5 so.  Keeping a fair
+ * share instead of nothing was not enough (5 of 8 runs 20-66 s). */
 int strata_sb_group_pressure(void) {
     if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || !sb.group) return 0;
     if (atomic_load(&sb.me->release_request)) return 1;
