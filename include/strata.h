@@ -436,9 +436,10 @@ typedef struct strata_sb_stats_s {
 } strata_sb_stats_t;
 STRATA_API void strata_sb_stats(strata_sb_stats_t *out);
 
-/* Non-zero when this process's group (STRATA_SB_GROUP) is at its budget or
- * another member asked for memory: a process about to block should then
- * call strata_sb_release_all (the MPI library, libstrata-mpi, does). */
+/* Non-zero when this process's group (STRATA_SB_GROUP) has another live
+ * member (it may need memory while this one is blocked and cannot answer),
+ * is at its budget, or another member asked for memory: a process about to
+ * block should then call strata_sb_release_all (libstrata-mpi does). */
 STRATA_API int strata_sb_group_pressure(void);
 /* Says this process is idle (blocked) or busy again: members that need
  * memory ask idle ones first. */

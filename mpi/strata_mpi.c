@@ -3,7 +3,7 @@
  *
  * Before a call that may block (receives, waits, probes, barriers and the
  * other blocking collectives, and blocking sends), a rank of a
- * storage-backed group under memory pressure gives its memory back
+ * storage-backed group with other members (strata_sb_group_pressure) gives its memory back
  * (strata_sb_release_all) and marks itself idle, so the ranks that can run
  * get the node's memory.  Message buffers that are storage-backed are
  * acquired (made resident and pinned) before MPI sees them — the MPI

@@ -146,7 +146,9 @@ static void group_take(size_t n) {
     size_t bytes = n << sb.gran_shift;
     size_t asked = sb_group_fair_excess();
     if (asked) evict_some((asked + sb.gran - 1) >> sb.gran_shift);
-    for (unsigned idle_rounds = 0;;) {
+    unsigned idle_rounds = 0;
+    uint64_t asked_since = 0;
+    for (;;) {
         if (sb_group_try_take(bytes)) {
             atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
             return;
@@ -158,16 +160,25 @@ static void group_take(size_t n) {
         if (sb_group_reap() > 0) continue;
         if (atomic_load_explicit(&sb.ra_inflight, memory_order_relaxed) && sb_ra_settle_all() > 0) continue;
         /* Ours are all taken: ask the others, and give them a moment.  If
-         * they do not answer (blocked with pinned buffers), go over, and do
-         * not wait again for a while. */
+         * they do not answer, go over, and do not wait again for a while.
+         * Idle members (blocked in a call, strata_sb_idle: they gave back
+         * what they could before blocking) get a short moment.  Busy ones
+         * answer at their next load, which on a loaded host may wait for
+         * a CPU far longer than that: they get SB_LOAD_WAIT_MS of wall
+         * time, as loads in flight do (sb_budget_take).  With 32 x 100 us
+         * for them too, two busy members went over the group's budget by
+         * up to 800 KiB (of 8 MiB) in 1 run of 20 of sb_group_together
+         * on a loaded host; giving idle ones 50 ms made sb_mpi_bench 60x
+         * slower. */
         uint64_t quiet = atomic_load_explicit(&sb.unanswered_until, memory_order_relaxed);
         if (quiet && os_now_ms() < quiet) break;
         uint64_t before = sb_group_total();
-        sb_group_ask();
-        if (++idle_rounds < 32) {
+        bool busy = sb_group_ask();
+        if (!asked_since) asked_since = os_now_ms();
+        if (busy ? os_now_ms() < asked_since + SB_LOAD_WAIT_MS : ++idle_rounds < 32) {
             struct timespec ts = {0, 100 * 1000};
             nanosleep(&ts, NULL);
-            if (sb_group_total() < before) idle_rounds = 0;
+            if (sb_group_total() < before) idle_rounds = 0, asked_since = os_now_ms();
             continue;
         }
         atomic_store_explicit(&sb.unanswered_until, os_now_ms() + SB_STALL_MS, memory_order_relaxed);

@@ -201,7 +201,7 @@ bool sb_group_try_take(size_t bytes);
 void sb_group_add(int64_t bytes);          /* going over, or giving back (negative) */
 size_t sb_group_excess(size_t bytes);      /* bytes over the group budget if bytes were taken */
 size_t sb_group_reap(void);                /* removes dead members; how many */
-void sb_group_ask(void);                   /* asks the other members to give back */
+bool sb_group_ask(void);                   /* asks the others to give back; true: busy ones */
 size_t sb_group_fair_excess(void);         /* asked to give back: bytes above a fair share */
 uint64_t sb_group_budget(void);
 uint64_t sb_group_total(void);

@@ -17,7 +17,7 @@ check() {   # name, single-process command, MPI command
   one=$($2 | grep '^result') || { echo "FAIL: $1: the single-process run failed"; exit 1; }
   out=$(timeout 200 $run env LD_PRELOAD="$lib $mpilib" STRATA_SB_DIR="$d" STRATA_SB_BUDGET=4M STRATA_SB_MIN=64K \
         STRATA_SB_GROUP=$group STRATA_SB_READ=aggressive STRATA_SHOW_STATS=1 $3 2>&1) ||
-    { echo "FAIL: $1: the storage-backed MPI run failed: $out"; exit 1; }
+    { echo "FAIL: $1: the storage-backed MPI run failed (rc $?; 124: the 200 s timeout): $out"; exit 1; }
   four=$(echo "$out" | grep '^result')
   echo "$1 single: $one"
   echo "$1 4 ranks: $four"
