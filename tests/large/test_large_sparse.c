@@ -11,7 +11,7 @@
  *    (a window of four live each): the process's peak RSS, read from
  *    /proc (VmHWM, after clear_refs reset it), stays near what is live,
  *    not the span the blocks were carved from (without the scan: +77 MiB;
- *    with it: 8-12 MiB).  With STRATA_PURGE_DELAY_MS=-1 (argument "keep")
+ *    with it: +12-14 MiB, the scan coming every 4x free blocks frees).  With STRATA_PURGE_DELAY_MS=-1 (argument "keep")
  *    the scan gives nothing back and the span stays resident.
  * Linked with the static library; the worker threads allocate a small
  * block first so that they count as threads of the heap (large.c's
