@@ -200,7 +200,10 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
          * idle time of this thread (heap_purge_pass would purge at once
          * what the new thread is about to use). */
         __atomic_store_n(&heap->maintained_at, 0, __ATOMIC_RELAXED);
-        heap->demand_at = os_now_ms();
+        /* (On the heap's clock, wall less the wait it counted: on the
+         * wall clock the demand lay that wait in the future, and the
+         * heap purged nothing until the clock caught up.) */
+        heap->demand_at = heap_clock(heap);
         /* What the purge keeps back for the next phase is this thread's
          * peak, not the exited threads': a heap handed on from thread to
          * thread otherwise kept the most any of them ever held, free pages
