@@ -232,6 +232,8 @@ enum { PHASE_DELAY_MS = 5 };
 typedef struct {
     long faults[4];
     uint64_t blocked_ms[4];   /* wall time neither on the CPU nor waiting for it */
+    size_t purged_kib[4];     /* for the report: what the purge took in each round */
+    uint32_t shift[4];        /* and the back-off after it */
 } phase_result;
 
 static void *phase_thread(void *arg) {
@@ -240,7 +242,10 @@ static void *phase_thread(void *arg) {
     /* 4 x the delay per round, in CPU time */
     for (int r = 0; r < 4; r++) {
         uint64_t w0 = wall_ns(), c0 = thread_cpu_ns(), d0 = os_thread_run_delay_ns();
+        size_t p0 = purged_now();
         res->faults[r] = round_faults((uint64_t)4 * PHASE_DELAY_MS * 1000000u / NB);
+        res->purged_kib[r] = (purged_now() - p0) >> 10;
+        res->shift[r] = tls_heap->purge_shift;
         uint64_t w = wall_ns() - w0, c = thread_cpu_ns() - c0, d = os_thread_run_delay_ns() - d0;
         res->blocked_ms[r] = w > c + d ? (w - c - d) / 1000000u : 0;
     }
@@ -269,9 +274,11 @@ static void a_phase_longer_than_the_delay_is_not_purged(void) {
         pthread_join(t, NULL);
         clean = true;
         for (int r = 1; r < 4; r++) clean &= res.blocked_ms[r] < PHASE_DELAY_MS;
-        fprintf(stderr, "page faults per round: %ld %ld %ld %ld; blocked %llu %llu %llu ms\n", res.faults[0],
-                res.faults[1], res.faults[2], res.faults[3], (unsigned long long)res.blocked_ms[1],
-                (unsigned long long)res.blocked_ms[2], (unsigned long long)res.blocked_ms[3]);
+        fprintf(stderr, "page faults per round: %ld %ld %ld %ld; blocked %llu %llu %llu ms; purged %zu %zu %zu %zu KiB, "
+                "back-off %u %u %u %u\n", res.faults[0], res.faults[1], res.faults[2], res.faults[3],
+                (unsigned long long)res.blocked_ms[1], (unsigned long long)res.blocked_ms[2],
+                (unsigned long long)res.blocked_ms[3], res.purged_kib[0], res.purged_kib[1], res.purged_kib[2],
+                res.purged_kib[3], res.shift[0], res.shift[1], res.shift[2], res.shift[3]);
     } while (!clean && ++tries < 3);
     strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, 10);
     CHECK(res.faults[0] >= NB * BS / 4096 / 2);   /* the baseline: the first round touches its pages */
