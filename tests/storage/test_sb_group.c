@@ -179,6 +179,11 @@ static int room(void) {
     return 0;
 }
 
+/* The group's table, removed at the parent's exit whatever the outcome (a
+ * failed check or a skip exits early; members exec, so never run it). */
+static char shm[128];
+static void shm_remove(void) { unlink(shm); }
+
 int main(int argc, char **argv) {
     CHECK(argc >= 2);
     if (argc >= 3) snprintf(group, sizeof group, "%s", argv[2]);
@@ -187,13 +192,12 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "member")) return member();
     if (!strcmp(argv[1], "filler")) return filler(BUDGET);
     if (!strcmp(argv[1], "filler7")) return filler(BUDGET - (1u << 20));
+    snprintf(shm, sizeof shm, "/dev/shm/strata-sb-%s", group);
+    atexit(shm_remove);
     if (!strcmp(argv[1], "together")) rc = together();
     else if (!strcmp(argv[1], "dead")) rc = dead();
     else if (!strcmp(argv[1], "room")) rc = room();
     else return 2;
-    char shm[128];
-    snprintf(shm, sizeof shm, "/dev/shm/strata-sb-%s", group);
-    unlink(shm);
     if (rc == 0) printf("ok\n");
     return rc;
 }
