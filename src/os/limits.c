@@ -335,7 +335,7 @@ size_t os_resident_bytes(void *addr, size_t size) {
     while (a < end) {
         size_t pages = (end - a + ps - 1) / ps;
         if (pages > sizeof vec) pages = sizeof vec;
-        if (mincore((void *)a, pages * ps, vec) != 0) return total;
+        if (os_resident_map((void *)a, pages * ps, vec) != 0) return total;
         for (size_t i = 0; i < pages; i++) total += (vec[i] & 1) ? ps : 0;
         a += pages * ps;
     }

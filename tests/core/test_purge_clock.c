@@ -29,6 +29,7 @@
 
 #include "check.h"
 #include "core/internal.h"
+#include "os/os_storage.h"
 #include "stats/stats.h"
 
 static uint64_t thread_cpu_ns(void) {
@@ -222,12 +223,6 @@ static long round_faults(uint64_t spin_ns) {
     return thread_minflt() - f0;
 }
 
-static uint64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 enum { PHASE_DELAY_MS = 5 };
 typedef struct {
     long faults[4];
@@ -241,12 +236,12 @@ static void *phase_thread(void *arg) {
     strata_option_set(STRATA_OPTION_PURGE_DELAY_MS, PHASE_DELAY_MS);
     /* 4 x the delay per round, in CPU time */
     for (int r = 0; r < 4; r++) {
-        uint64_t w0 = wall_ns(), c0 = thread_cpu_ns(), d0 = os_thread_run_delay_ns();
+        uint64_t w0 = os_now_ns(), c0 = thread_cpu_ns(), d0 = os_thread_run_delay_ns();
         size_t p0 = purged_now();
         res->faults[r] = round_faults((uint64_t)4 * PHASE_DELAY_MS * 1000000u / NB);
         res->purged_kib[r] = (purged_now() - p0) >> 10;
         res->shift[r] = tls_heap->purge_shift;
-        uint64_t w = wall_ns() - w0, c = thread_cpu_ns() - c0, d = os_thread_run_delay_ns() - d0;
+        uint64_t w = os_now_ns() - w0, c = thread_cpu_ns() - c0, d = os_thread_run_delay_ns() - d0;
         res->blocked_ms[r] = w > c + d ? (w - c - d) / 1000000u : 0;
     }
     return NULL;
