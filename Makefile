@@ -19,7 +19,7 @@ yes = $(filter-out 0 no false off,$(1))
 # QUICK=0 (the old spelling) also asks for the full run.
 full_flag = $(if $(or $(call yes,$(FULL)),$(filter 0 no false off,$(QUICK))),--full)
 
-.PHONY: all build build-all test test-numa bench bench-record bench-programs install clean deps-test deps-bench debug
+.PHONY: all build build-all reconfigure test test-numa bench bench-record bench-programs install clean deps-test deps-bench debug
 
 all: build
 
@@ -35,13 +35,22 @@ build-all: $(BUILD)/build.ninja
 bench-programs: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target strata-bench-programs
 
+# A build tree configured before the packages were installed (a plain `make`
+# on a fresh machine) found no MPI, clang or valgrind; configuring again after
+# the package check finds what it just installed (CMake searches again for
+# whatever it did not find).
+reconfigure: $(BUILD)/build.ninja
+	@cmake $(BUILD) >/dev/null
+
 deps-test:
 	@$(if $(call yes,$(NODEPS)),true,scripts/install-deps.sh test)
 
 deps-bench:
 	@$(if $(call yes,$(NODEPS)),true,scripts/install-deps.sh bench)
 
-test: deps-test build-all
+test: deps-test
+	@$(MAKE) --no-print-directory reconfigure
+	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 # NUMA placement in a two-node qemu guest (also part of `make test`).
@@ -51,10 +60,12 @@ test-numa: deps-test $(BUILD)/build.ninja
 
 # exec: the harness takes make's place, so a signal reaches it directly and
 # make has no child to wait for.
-bench: deps-bench bench-programs
+bench: deps-bench
+	@$(MAKE) --no-print-directory reconfigure bench-programs
 	@exec bench/run-bench --build $(BUILD) $(full_flag) $(BENCH_ARGS)
 
-bench-record: deps-bench bench-programs
+bench-record: deps-bench
+	@$(MAKE) --no-print-directory reconfigure bench-programs
 	@exec bench/run-bench --build $(BUILD) --full --record $(BENCH_ARGS)
 
 # A build with internal assertions everywhere (STRATA_DEBUG), in build-debug/.

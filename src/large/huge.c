@@ -14,6 +14,13 @@
  * under "always" blocks have huge pages already, under "never" advice does
  * nothing.
  *
+ * Not on a virtual machine whose host takes free memory back
+ * (os_host_reclaims_free_pages): there a fresh huge page costs the host's
+ * faults for its whole 2 MiB at first touch, about four times what the
+ * same bytes cost on 4 KiB pages, and programs that touch big blocks once
+ * (bench-large-ml: 0.26 s on 4 KiB pages, 0.8-1.3 s advised) lose more
+ * than the single copies gain.  STRATA_HUGEPAGES=always still advises.
+ *
  * Such blocks are also placed on a 2 MiB boundary (large_huge_align):
  * otherwise up to 2 MiB at the start of each block stays on 4 KiB pages,
  * and that head is exactly where a program's messages of 1-2 MiB sit (a
@@ -33,7 +40,7 @@
 
 static bool applies(size_t size) {
     return size >= LARGE_HUGE_MIN && opt(STRATA_OPTION_HUGEPAGES) == STRATA_HUGEPAGES_AUTO &&
-           os_thp_mode() == OS_THP_MADVISE;
+           os_thp_mode() == OS_THP_MADVISE && !os_host_reclaims_free_pages();
 }
 
 void large_huge_advise(void *p, size_t size, bool allocated) {
