@@ -14,34 +14,10 @@
  * In every mode the process-wide switch (PR_GET_THP_DISABLE) stays off.
  */
 #include "api/testutil.h"
-#include <dirent.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
-/* Is there a virtio balloon reporting free pages (feature bit 5)?  Read
- * here with libc, apart from the library's own reading. */
-static int host_reclaims(void) {
-    DIR *d = opendir("/sys/bus/virtio/devices");
-    if (!d) return 0;
-    int yes = 0;
-    struct dirent *e;
-    while (!yes && (e = readdir(d))) {
-        char path[512], dev[32] = "", feat[256] = "";
-        snprintf(path, sizeof path, "/sys/bus/virtio/devices/%s/device", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        if (!fgets(dev, sizeof dev, f)) dev[0] = 0;
-        fclose(f);
-        snprintf(path, sizeof path, "/sys/bus/virtio/devices/%s/features", e->d_name);
-        f = fopen(path, "r");
-        if (!f) continue;
-        if (!fgets(feat, sizeof feat, f)) feat[0] = 0;
-        fclose(f);
-        yes = !strncmp(dev, "0x0005", 6) && strlen(feat) > 5 && feat[5] == '1';
-    }
-    closedir(d);
-    return yes;
-}
+#include "common/thp_host.h"
 
 /* The VmFlags of the mapping holding p: sets *hg and *nh; 0 if not found. */
 static int vmflags(const void *p, int *hg, int *nh) {
@@ -90,13 +66,7 @@ static int child(const char *mode) {
         CHECKF(!shg && !snh, "auto: the segment has advice (hg %d, nh %d)", shg, snh);
         /* Except a big malloc'd block's interior where THP is in madvise
          * mode (src/large/huge.c; tests/transfer/test_huge.c). */
-        char thp[128] = "";
-        FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-        if (f) {
-            if (!fgets(thp, sizeof thp, f)) thp[0] = 0;
-            fclose(f);
-        }
-        int want = strstr(thp, "[madvise]") != NULL && !host_reclaims();
+        int want = test_auto_advises_big_blocks();
         CHECKF(lhg == want && !lnh, "auto: the large block has advice hg %d nh %d (expected hg %d)", lhg, lnh, want);
     }
     for (int i = 0; i < 1000; i++) F(free)(small[i]);
