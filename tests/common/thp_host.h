@@ -44,4 +44,26 @@ static inline int test_auto_advises_big_blocks(void) {
     return strstr(thp, "[madvise]") != NULL && !test_host_reclaims_free_pages();
 }
 
+/* 1 if the mapping holding p is advised MADV_HUGEPAGE ("hg" in its
+ * VmFlags), 0 if not, -1 if no mapping holds it. */
+static inline int test_advised_huge(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int inside = 0, hg = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = (unsigned long)p >= lo && (unsigned long)p < hi;
+            continue;
+        }
+        if (inside && !strncmp(line, "VmFlags:", 8)) {
+            hg = strstr(line, " hg") != NULL;
+            break;
+        }
+    }
+    fclose(f);
+    return hg;
+}
+
 #endif

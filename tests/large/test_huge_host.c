@@ -16,18 +16,10 @@
 
 #include <strata.h>
 
-#include "os/thp.h"
+#include "common/thp_host.h"
+#include "core/check.h"
 
-static int failures;
-#define EXPECT(c, ...)                                                                              \
-    do {                                                                                            \
-        if (!(c)) {                                                                                 \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                             \
-            printf(__VA_ARGS__);                                                                    \
-            printf("\n");                                                                           \
-            failures++;                                                                             \
-        }                                                                                           \
-    } while (0)
+#include "os/thp.h"
 
 static char root[64];
 
@@ -58,43 +50,22 @@ static void make_bus(void) {
     mkdir(path, 0755);
 }
 
-/* 1 if the mapping holding p is advised MADV_HUGEPAGE. */
-static int advised(const void *p) {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    if (!f) return -1;
-    char line[512];
-    int inside = 0, hg = -1;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-            continue;
-        }
-        if (inside && !strncmp(line, "VmFlags:", 8)) {
-            hg = strstr(line, " hg") != NULL;
-            break;
-        }
-    }
-    fclose(f);
-    return hg;
-}
-
 int main(void) {
     snprintf(root, sizeof root, "/tmp/strata-sysfs-%d", (int)getpid());
     mkdir(root, 0755);
 
-    EXPECT(!os_host_reclaims_free_pages_under(root), "no virtio bus: not such a guest");
+    CHECK(!os_host_reclaims_free_pages_under(root));
     make_bus();
-    EXPECT(!os_host_reclaims_free_pages_under(root), "an empty virtio bus");
+    CHECK(!os_host_reclaims_free_pages_under(root));
     put("virtio0", "device", "0x0002\n");                     /* a block device */
     put("virtio0", "features", "0010011001100000\n");         /* bit 5 set, but not a balloon */
-    EXPECT(!os_host_reclaims_free_pages_under(root), "bit 5 of a block device counted");
+    CHECK(!os_host_reclaims_free_pages_under(root));
     put("virtio1", "device", "0x0005\n");                     /* a balloon without reporting */
     put("virtio1", "features", "0110100000000000\n");
-    EXPECT(!os_host_reclaims_free_pages_under(root), "a balloon without free page reporting counted");
+    CHECK(!os_host_reclaims_free_pages_under(root));
     put("virtio2", "device", "0x0005\n");                     /* features cut short */
     put("virtio2", "features", "011\n");
-    EXPECT(!os_host_reclaims_free_pages_under(root), "a short features string counted");
+    CHECK(!os_host_reclaims_free_pages_under(root));
     /* Many devices, the reporting balloon among the last (several getdents batches). */
     for (int i = 3; i < 120; i++) {
         char name[32];
@@ -104,10 +75,11 @@ int main(void) {
     }
     put("virtio117", "device", "0x0005\n");
     put("virtio117", "features", "01100101000000000000000000000000100000\n");
-    EXPECT(os_host_reclaims_free_pages_under(root), "the reporting balloon virtio117 not found");
+    CHECK(os_host_reclaims_free_pages_under(root));
     clear();
     rmdir(root);
     printf("this system: the host %s free memory back\n", os_host_reclaims_free_pages() ? "takes" : "does not take");
+    CHECK(os_host_reclaims_free_pages() == (bool)test_host_reclaims_free_pages());   /* libc's reading agrees */
 
     /* The policy (src/large/huge.c), where THP is in madvise mode. */
     char thp[128] = "";
@@ -121,16 +93,15 @@ int main(void) {
         for (int host = 0; host < 2; host++) {
             os_host_reclaims_free_pages_assume(host);
             char *b = strata_malloc(big);
-            EXPECT(b, "malloc(16 MiB)");
+            CHECK(b);
             if (!b) break;
-            int hg = advised(b + big / 2);
-            EXPECT(hg == !host, "host %s free memory back: a 16 MiB block %s advised huge",
-                   host ? "takes" : "does not take", hg ? "is" : "is not");
+            int hg = test_advised_huge(b + big / 2);
+            CHECK(hg == !host);
             strata_free(b);
         }
     } else {
         printf("the policy part skipped: THP is not in madvise mode here\n");
     }
-    printf("%s\n", failures ? "large_huge_host: FAILED" : "large_huge_host: ok");
-    return failures ? 1 : 0;
+    printf("%s\n", check_failures ? "large_huge_host: FAILED" : "large_huge_host: ok");
+    return check_failures ? 1 : 0;
 }

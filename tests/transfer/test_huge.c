@@ -10,27 +10,13 @@
 #include <stdint.h>
 #include <strata.h>
 
+#include "common/thp_host.h"
 #include "os/thp.h"
 #include "xfer.h"
 
 /* 1 if the mapping holding p is advised MADV_HUGEPAGE ("hg"), 0 if not. */
 static int advised(const void *p) {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    CHECK(f);
-    char line[512];
-    int inside = 0, hg = -1;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-            continue;
-        }
-        if (inside && !strncmp(line, "VmFlags:", 8)) {
-            hg = strstr(line, " hg") != NULL;
-            break;
-        }
-    }
-    fclose(f);
+    int hg = test_advised_huge(p);
     CHECK(hg >= 0);
     return hg;
 }
