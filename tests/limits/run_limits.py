@@ -213,11 +213,9 @@ def case_phases(a):
     return 1 if failed else 0
 
 
-def peak_rss_case(a, cgroup_mode):
-    limit = parse_size(a.args[0])
-    max_ratio = float(a.args[1])
-    cmd = [a.prog] + a.args[2:]
-    print("program: " + " ".join(a.args[2:]))
+def peak_rss_pair(a, cgroup_mode, limit, cmd):
+    """One run on glibc and one on Strata: (ratio, None), or (None, exit
+    code) when a run was killed, failed or could not start."""
     results = {}
     for name, pre in (("glibc", None), ("strata", a.lib)):
         cg = None
@@ -226,7 +224,7 @@ def peak_rss_case(a, cgroup_mode):
             cg = Cgroup(limit)
             if not cg.path:
                 print(f"run_limits: SKIP: no memory cgroup can be created here{cg.why}")
-                return SKIP
+                return None, SKIP
         else:
             env["STRATA_MEMORY_LIMIT"] = str(limit)
         cg_peak = None
@@ -235,7 +233,7 @@ def peak_rss_case(a, cgroup_mode):
             cg_peak = cg.peak() if cg else None
         except (OSError, subprocess.SubprocessError) as e:
             print(f"run_limits: SKIP: cannot start a program in the cgroup {cg.path if cg else ''}: {e}")
-            return SKIP
+            return None, SKIP
         finally:
             if cg:
                 cg.remove()
@@ -251,12 +249,35 @@ def peak_rss_case(a, cgroup_mode):
     (rg, g), (rs, s) = results["glibc"], results["strata"]
     if rg != 0:
         print("run_limits: glibc itself does not survive this case; nothing to compare")
-        return 1
+        return None, 1
     if rs != 0:
-        return 1
-    ratio = s["peak_rss"] / g["peak_rss"]
-    print(f"peak RSS strata/glibc = {ratio:.2f} (must be <= {max_ratio:.2f})")
-    return 0 if ratio <= max_ratio else 1
+        return None, 1
+    return s["peak_rss"] / g["peak_rss"], None
+
+
+def peak_rss_case(a, cgroup_mode):
+    """No OOM kill and no failure in any run; the peak-RSS ratio of one
+    pair of runs within the bound, or, when it is not, the median of three
+    pairs.  A single pair's ratio depends on how the threads were scheduled
+    (prodcons: 0.93-1.47x quiet, 2.5x once beside the suite on 2 cores, where
+    glibc's run happened to keep up and Strata's did not); a median of three
+    still fails for a footprint that is really worse."""
+    limit = parse_size(a.args[0])
+    max_ratio = float(a.args[1])
+    cmd = [a.prog] + a.args[2:]
+    print("program: " + " ".join(a.args[2:]))
+    ratios = []
+    for attempt in range(3):
+        ratio, code = peak_rss_pair(a, cgroup_mode, limit, cmd)
+        if code is not None:
+            return code
+        ratios.append(ratio)
+        print(f"peak RSS strata/glibc = {ratio:.2f} (must be <= {max_ratio:.2f})")
+        if attempt == 0 and ratio <= max_ratio:
+            return 0
+    median = sorted(ratios)[1]
+    print(f"median of {len(ratios)} pairs: {median:.2f} (must be <= {max_ratio:.2f})")
+    return 0 if median <= max_ratio else 1
 
 
 def case_probe(a):
