@@ -1099,6 +1099,21 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
     }
     size_t usable = 0;
     bool clean = false;
+    /* This thread's cached blocks of smaller classes give way to a request
+     * its cache could not serve: as they are they cannot serve it, and
+     * kept, they stay resident beside the pages it takes, until the clock
+     * empties the cache.  Freed to their arenas they join their free
+     * neighbours, and the request is placed over their pages: a program
+     * that frees a block and takes a bigger one (a size sweep, a buffer
+     * grown by copying) keeps about one block resident, not one of each
+     * class it passed (4 MiB).  Only smaller ones: a bigger cached block
+     * is what a request of its own class takes next.  Not for calloc: a
+     * clean block gives zero pages without a write, and a sparse table
+     * then touches only what it fills. */
+    tcache_t *t = my_cache;
+    if (t && !zero && !t->busy && t->room < (ptrdiff_t)t->cap)
+        for (unsigned c = 1; c <= CACHE_CLASSES && class_size(c) < size; c++)
+            if (t->bin[c].n) cache_bin_flush(t, c, t->bin[c].n, false);
     stripe_t *home = my_home();
     stripe_lock(home);
     void *p = arena_alloc_nogrow(&home->arena, size, align, &usable, &clean);
