@@ -758,6 +758,16 @@ size_t arena_collect(arena_t *a) {
     return done;
 }
 
+size_t arena_purge_oldest(arena_t *a, size_t bytes) {
+    size_t took = 0;
+    if (!a->ops.purge) return 0;
+    while (a->dirty_head && a->dirty_head->dhi - a->dirty_head->dlo <= bytes - took) {
+        took += a->dirty_head->dhi - a->dirty_head->dlo;
+        purge_block(a, a->dirty_head);
+    }
+    return took;
+}
+
 size_t arena_release(arena_t *a) {
     size_t done = 0;
     if (a->ops.purge)

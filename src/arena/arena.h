@@ -136,6 +136,10 @@ bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable);
 
 /* Purges dirty blocks idle longer than the delay.  Returns bytes purged. */
 size_t arena_collect(arena_t *a);
+/* Purges the oldest dirty blocks, whatever their age, as long as their
+ * dirty extents sum to at most bytes (stops at the first that would not
+ * fit).  Returns the sum of the extents purged. */
+size_t arena_purge_oldest(arena_t *a, size_t bytes);
 /* Purges every dirty block now and gives back entirely free grown ranges.
  * Returns bytes purged plus bytes given back. */
 size_t arena_release(arena_t *a);

@@ -116,6 +116,8 @@ static _Atomic(uint64_t) lock_waits;
 /* Dirty bytes of all stripes: the budget bounds the sum, so a stripe may
  * keep what the others leave of it. */
 static _Atomic(size_t) dirty_total;
+/* Fresh small-tier bytes since the tier was last busy (large_fresh_elsewhere). */
+static _Atomic(size_t) fresh_credit;
 
 /* The thread cache's key secret (below); set with the first stripe. */
 static _Atomic(uint64_t) cache_secret;
@@ -1099,6 +1101,21 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
     }
     size_t usable = 0;
     bool clean = false;
+    /* This thread's cached blocks of smaller classes give way to a request
+     * its cache could not serve: as they are they cannot serve it, and
+     * kept, they stay resident beside the pages it takes, until the clock
+     * empties the cache.  Freed to their arenas they join their free
+     * neighbours, and the request is placed over their pages: a program
+     * that frees a block and takes a bigger one (a size sweep, a buffer
+     * grown by copying) keeps about one block resident, not one of each
+     * class it passed (4 MiB).  Only smaller ones: a bigger cached block
+     * is what a request of its own class takes next.  Not for calloc: a
+     * clean block gives zero pages without a write, and a sparse table
+     * then touches only what it fills. */
+    tcache_t *t = my_cache;
+    if (t && !zero && !t->busy && t->room < (ptrdiff_t)t->cap)
+        for (unsigned c = 1; c <= CACHE_CLASSES && class_size(c) < size; c++)
+            if (t->bin[c].n) cache_bin_flush(t, c, t->bin[c].n, false);
     stripe_t *home = my_home();
     stripe_lock(home);
     void *p = arena_alloc_nogrow(&home->arena, size, align, &usable, &clean);
@@ -1178,6 +1195,8 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
         if (before && before < to) to = before;
         if (to > from) os_purge((void *)from, to - from);
     }
+    /* The tier is busy: its dirty blocks are not idle (large_fresh_elsewhere). */
+    if (atomic_load_explicit(&fresh_credit, memory_order_relaxed)) atomic_store_explicit(&fresh_credit, 0, memory_order_relaxed);
     /* Pages never touched or purged fault in fresh memory: the headroom
      * the caches are sized from counts them now, not at its next reading. */
     if (clean) os_memory_note_fresh(usable);
@@ -1429,6 +1448,55 @@ void large_collect(uint64_t now_ms) {
         if (!atomic_load_explicit(&s->ready, memory_order_acquire) || pthread_mutex_trylock(&s->lock) != 0) continue;
         stripe_refresh(s);  /* the budget shrinks as the headroom does */
         stripe_unlock(s);   /* collects */
+    }
+}
+
+/* A program that frees a big block and then grows in small ones (a
+ * buffer grown by doubling and dropped, then a page cache filled) would
+ * hold both: the freed block's pages wait out the purge delay while the
+ * small tier faults fresh pages beside them (sqlite's replay: a 2 MiB
+ * buffer over its 7.2 MiB peak; glibc, which unmaps such a block at free,
+ * 4.6).  So the small tier's fresh pages count against the tier's idle
+ * dirty blocks: the oldest go once the fresh bytes taken since they were
+ * freed reach an eighth of their size (FRESH_OVERLAP), so the two overlap
+ * by at most that much.  (Waiting for all of it would purge only once the
+ * growth had peaked beside them.)  An eighth is the slack the tier accepts
+ * elsewhere (a dirty block taken whole for a request up to 1/8 smaller,
+ * the budget's eighth of the live bytes).  Only while the tier is idle:
+ * the credit is dropped whenever it places a block from its arenas (the
+ * program still works with large blocks, and the dirty ones are what it
+ * reuses next: replayed training steps lost 1.4 % more pages to faults
+ * when a new thread's first small pages purged the tensors waiting for
+ * the next step) and while it holds no dirty block (as while the block is
+ * in use).  So a block the program takes again faults its pages at most
+ * once per eighth of its size the small tier grew while no large block
+ * was placed.  Only memory the small tier never used counts (its own
+ * purged pages taken again are not growth, so a steady state of phases
+ * sees none); the thread caches keep theirs (their own clock empties
+ * them). */
+#define FRESH_OVERLAP 8
+
+void large_fresh_elsewhere(size_t bytes) {
+    if (!atomic_load_explicit(&dirty_total, memory_order_relaxed)) {
+        if (atomic_load_explicit(&fresh_credit, memory_order_relaxed))
+            atomic_store_explicit(&fresh_credit, 0, memory_order_relaxed);
+        return;
+    }
+    if (purge_delay() < 0) return;   /* never give back: nor here */
+    size_t credit = atomic_fetch_add_explicit(&fresh_credit, bytes, memory_order_relaxed) + bytes;
+    for (int i = 0; i < LARGE_STRIPES && credit; i++) {
+        stripe_t *s = &stripes[i];
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire) || pthread_mutex_trylock(&s->lock) != 0) continue;
+        size_t reach = credit > SIZE_MAX / FRESH_OVERLAP ? SIZE_MAX : credit * FRESH_OVERLAP;
+        size_t took = (arena_purge_oldest(&s->arena, reach) + FRESH_OVERLAP - 1) / FRESH_OVERLAP;
+        stripe_unlock(s);   /* counts what was purged */
+        if (!took) continue;
+        credit = credit > took ? credit - took : 0;
+        /* (Another thread may have dropped the credit meanwhile: never below 0.) */
+        size_t c = atomic_load_explicit(&fresh_credit, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&fresh_credit, &c, c > took ? c - took : 0, memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+        }
     }
 }
 

@@ -49,6 +49,11 @@ void large_collect(uint64_t now_ms);
  * the dirty blocks and this thread's cache shrink to their share of it now,
  * not at the next collect.  Trylocks only. */
 void large_trim(void);
+/* The small tier is about to touch bytes of memory it never used (a fresh
+ * page): the tier's oldest dirty free blocks, idle meanwhile, are purged
+ * once such bytes since they were freed reach an eighth of their size.
+ * Trylocks only. */
+void large_fresh_elsewhere(size_t bytes);
 /* The tier's own counters, summed over its arenas (the stats module reads
  * them; tests and benchmarks too). */
 typedef struct large_stats_s {

@@ -333,6 +333,35 @@ static void test_purge(void) {
     arena_destroy(&a);
 }
 
+/* arena_purge_oldest: the oldest dirty blocks whatever their age, while
+ * their extents fit in the bytes given; it stops at the first that does not. */
+static void test_purge_oldest(void) {
+    arena_t a;
+    fake_env e;
+    setup(&a, &e, K, K, 4 * MiB, 1, 0);
+    void *b[4];
+    b[0] = alloc(&a, 64 * K, 1);
+    b[1] = alloc(&a, 8 * K, 1);
+    b[2] = alloc(&a, 128 * K, 1);
+    b[3] = alloc(&a, 8 * K, 1);
+    alloc(&a, K, 1);   /* keep the tail from merging */
+    e.now = 1000;
+    CHECK(arena_free(&a, b[0], NULL) == ARENA_OK);
+    e.now = 1001;
+    CHECK(arena_free(&a, b[2], NULL) == ARENA_OK);
+    CHECK(arena_purge_oldest(&a, 63 * K) == 0 && e.purge_calls == 0);   /* the oldest does not fit */
+    CHECK(arena_purge_oldest(&a, 100 * K) == 64 * K && e.purge_calls == 1 && e.purged_bytes == 64 * K);
+    arena_stats s;
+    arena_get_stats(&a, &s);
+    CHECK(s.dirty_bytes == 128 * K);
+    CHECK(arena_purge_oldest(&a, 1 * MiB) == 128 * K && e.purge_calls == 2);
+    arena_get_stats(&a, &s);
+    CHECK(s.dirty_bytes == 0 && s.purged == e.purged_bytes);
+    CHECK(arena_purge_oldest(&a, 1 * MiB) == 0);
+    CHECK_ARENA(&a);
+    arena_destroy(&a);
+}
+
 /* A freed block merged with never-used space counts (and is purged) only
  * for the part that was used. */
 static void test_dirty_extent(void) {
@@ -428,6 +457,7 @@ int main(void) {
     test_bad_frees();
     test_too_large_and_grow();
     test_purge();
+    test_purge_oldest();
     test_release_when_free();
     test_dirty_extent();
     test_first_fit();

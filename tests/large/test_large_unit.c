@@ -7,10 +7,12 @@
  */
 #include "common/require.h"
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -135,8 +137,17 @@ static void test_release_and_budget(void) {
     strata_free(p);
     large_stats_t s;
     large_stats_get(&s);
-    CHECK(s.dirty_bytes >= 200 * MiB);
-    CHECK(large_release() >= 200 * MiB);
+    /* Kept (dirty) until released; or, under an address-space limit, gone
+     * with its reservation if that emptied (region_release_when_free: the
+     * cache's smaller blocks, which once kept it occupied, are freed to
+     * their arenas before a bigger request). */
+    unsigned char v;
+    bool unmapped = mincore(p, 4096, &v) != 0 && errno == ENOMEM;
+    if (!unmapped) {
+        CHECK(s.dirty_bytes >= 200 * MiB);
+        CHECK(large_release() >= 200 * MiB);
+    }
+    large_release();
     large_stats_get(&s);
     CHECK(s.dirty_bytes == 0);
     /* A cache budget of 64 MiB: freeing more purges the oldest at once. */
