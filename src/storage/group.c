@@ -29,7 +29,7 @@
 #define GROUP_MAGIC 0x5354524153424731ull   /* "STRASBG1" */
 
 typedef struct sb_member_s {
-    _Atomic int32_t pid;         /* 0 free, -1 being removed */
+    _Atomic int32_t pid;         /* 0 free, -1 being removed, -2 being joined */
     _Atomic uint32_t idle;
     _Atomic uint32_t release_request;
     uint32_t pad;
@@ -56,10 +56,12 @@ static uint64_t start_time(int pid) {
     return os_stat_field(path, 22);
 }
 
+/* (A start time that cannot be read, the process going meanwhile, is
+ * not a mismatch: kill finds it gone at the next pass.) */
 static bool member_dead(sb_member *m, int pid) {
     if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-    uint64_t st = atomic_load(&m->start);
-    return st && start_time(pid) != st;
+    uint64_t st = atomic_load(&m->start), now = start_time(pid);
+    return st && now && now != st;
 }
 
 size_t sb_group_reap(void) {
@@ -191,14 +193,23 @@ int sb_group_join(const char *name, size_t budget) {
     sb.group = g;
     sb_group_reap();
     int me = getpid();
+    /* The slot is claimed as "being joined" and shows this pid only once
+     * it holds this process's start time: until then it held the last
+     * owner's, and a member reaping in between saw a live pid whose start
+     * time did not match, removed it, and another joiner took the slot
+     * too; the two then counted into one slot and the group's total went
+     * below zero, which reads as a group forever over its budget
+     * (test sb_group_churn). */
+    uint64_t my_start = start_time(me);
     for (int i = 0; i < SB_GROUP_SLOTS; i++) {
         int32_t free_slot = 0;
-        if (atomic_compare_exchange_strong(&g->m[i].pid, &free_slot, me)) {
+        if (atomic_compare_exchange_strong(&g->m[i].pid, &free_slot, -2)) {
             sb.me = &g->m[i];
-            atomic_store(&sb.me->start, start_time(me));
+            atomic_store(&sb.me->start, my_start);
             atomic_store(&sb.me->resident, 0);
             atomic_store(&sb.me->idle, 0);
             atomic_store(&sb.me->release_request, 0);
+            atomic_store(&sb.me->pid, me);
             return 0;
         }
     }
@@ -220,6 +231,7 @@ void sb_group_leave(void) {
 uint64_t sb_group_budget(void) { return sb.group ? atomic_load(&sb.group->budget) : 0; }
 uint64_t sb_group_total(void) { return sb.group ? atomic_load(&sb.group->total) : 0; }
 int sb_group_members(void) { return sb.group ? members() : 0; }
+bool sb_group_holds_slot(void) { return sb.group && atomic_load(&sb.me->pid) == getpid(); }
 
 /* Leaving at exit returns this process's share at once (a killed one is
  * found dead by the others instead). */

@@ -206,6 +206,7 @@ size_t sb_group_fair_excess(void);         /* asked to give back: bytes above a 
 uint64_t sb_group_budget(void);
 uint64_t sb_group_total(void);
 int sb_group_members(void);
+bool sb_group_holds_slot(void);             /* this process still owns its slot (tests) */
 
 /* ---- fault.c ------------------------------------------------------------ */
 /* Sets up the mechanism asked for (AUTO: userfaultfd, else mprotect) over
