@@ -62,6 +62,7 @@ noinline void free_remote(page_t *page, block_t *b) {
      * The link is guarded with b's own page key (see heap_collect_delayed). */
     heap_t *heap = atomic_load_explicit(&page->heap, memory_order_acquire);
     heap_delayed_push(heap, page, b);
+    if (tls_heap != &heap_empty) atomic_store_explicit(&segment_of(b)->freer, tls_heap, memory_order_relaxed);
     /* An owner that sleeps (in pthread_join, a blocking read) never takes
      * these, and its full pages stay full however much is freed into them.
      * After REMOTE_COLLECT_AFTER hand-overs it has not collected, if it

@@ -187,6 +187,10 @@ typedef struct segment_s {
                                  an address-space limit (segment.c) */
     struct segment_s *next, *prev;   /* heap's list, abandoned list or cache */
     uint64_t cached_at;       /* in the segment cache: when it arrived */
+    /* The heap of the thread that last handed a block of it over to its
+     * owner (free_remote): a sleeper's segment goes to the thread freeing
+     * its blocks (takeover.c). */
+    _Atomic(struct heap_s *) freer;
     _Atomic(uint8_t) *check_bits;    /* STRATA_CHECK: one bit per 8 bytes, set = live */
     page_t pages[SEGMENT_MAX_PAGES];
 } segment_t;
@@ -452,8 +456,9 @@ void heap_collect_others(bool all);
  * heap's segment list and its segments' unused pages. */
 extern _Atomic(uint32_t) takeover_hint;   /* some heap's hand-overs piled up (free.c) */
 extern _Atomic(uint64_t) takeover_segments;   /* segments taken over, cumulative (tests read it) */
-bool heap_owner_asleep(heap_t *heap);
-uint32_t heap_take_segments(heap_t *from, heap_t *to);
+enum { OWNER_AWAKE, OWNER_ASLEEP, OWNER_ASK_LATER };
+int heap_owner_asleep(heap_t *heap);
+uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others);
 bool heap_take_from_sleepers(heap_t *heap);
 void *heap_meta_alloc(size_t size);   /* heap metadata, never freed (reused with its heap) */
 void foreign_init_process(void);

@@ -53,22 +53,23 @@
 _Atomic(uint32_t) takeover_hint;
 _Atomic(uint64_t) takeover_segments;
 
-/* The heap's thread is blocked in the kernel now: asked of procfs at most
- * once per ASK_EVERY_US per heap (within that, false), so the reads (a few
- * microseconds each) cost at most a few percent of a core whatever the
- * rate of frees.  Not the coarse clock's tick (4 ms here): a thread that
- * was not blocked yet when first asked (about to enter pthread_join) is
- * asked again before the taker has grown much. */
+/* Whether the heap's thread is blocked in the kernel now: ASLEEP, AWAKE,
+ * or ASK_LATER when it was asked less than ASK_EVERY_US ago (by anyone), so
+ * the reads (a few microseconds each) cost at most a few percent of a core
+ * whatever the rate of frees.  Not the coarse clock's tick (4 ms here): a
+ * thread that was not blocked yet when first asked (about to enter
+ * pthread_join, or waiting for a CPU on its way there) is asked again
+ * before the taker has grown much. */
 #define ASK_EVERY_US 250
-bool heap_owner_asleep(heap_t *heap) {
+int heap_owner_asleep(heap_t *heap) {
     int tid = atomic_load_explicit(&heap->tid, memory_order_relaxed);
-    if (tid == 0 || atomic_load_explicit(&heap->in_pool, memory_order_relaxed)) return false;
+    if (tid == 0 || atomic_load_explicit(&heap->in_pool, memory_order_relaxed)) return OWNER_AWAKE;
     uint64_t now = os_now_us();
     uint64_t last = atomic_load_explicit(&heap->asleep_asked_at, memory_order_relaxed);
     if (now - last < ASK_EVERY_US || !atomic_compare_exchange_strong_explicit(&heap->asleep_asked_at, &last, now,
                                                                               memory_order_relaxed, memory_order_relaxed))
-        return false;
-    return os_thread_blocked(tid);
+        return OWNER_ASK_LATER;
+    return os_thread_blocked(tid) ? OWNER_ASLEEP : OWNER_AWAKE;
 }
 
 #define TAKE_MAX 16   /* segments per takeover (64 MiB): the walks below stay short */
@@ -109,9 +110,16 @@ static void drain_delayed(heap_t *from, segment_t *const *set, uint32_t n) {
 }
 
 /* Takes over from's segments whose pages in use are all in its full queue,
- * on to's node, for to.  from's lock is held as a collector, to's by its
- * owner (the calling thread).  Returns how many were taken. */
-uint32_t heap_take_segments(heap_t *from, heap_t *to) {
+ * on to's node, whose blocks to was the last to hand over, for to: each
+ * segment goes to the thread freeing into it, whose frees then are local
+ * and whose mallocs reuse what it freed (given to the first thread to look,
+ * Larson's main thread's segments went to one of eight workers, which
+ * reused what the others freed into them only at its own pace: 49 -> 54 MiB
+ * peak).  from's lock is held as a collector, to's by its owner (the
+ * calling thread).  Returns how many were taken; *others: takeable ones
+ * another thread freed into are left. */
+uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others) {
+    *others = false;
     /* With a zero delay emptied segments are unmapped at once, under the
      * segment cache's lock, which fork takes before the heap locks. */
     if (from == to || heap_purge_delay(to) == 0) return 0;
@@ -119,8 +127,11 @@ uint32_t heap_take_segments(heap_t *from, heap_t *to) {
     segment_t *set[TAKE_MAX];
     uint32_t n = 0;
     for (int k = 0; k < SEG_KINDS; k++)
-        for (segment_t *s = from->segments[k]; s && n < TAKE_MAX; s = s->next)
-            if (s->numa_node == node && segment_takeable(s, from)) set[n++] = s;
+        for (segment_t *s = from->segments[k]; s && n < TAKE_MAX; s = s->next) {
+            if (s->numa_node != node || !segment_takeable(s, from)) continue;
+            if (atomic_load_explicit(&s->freer, memory_order_relaxed) == to) set[n++] = s;
+            else *others = true;
+        }
     if (n == 0) return 0;
     /* No hand-over to from for their pages may be in flight or start: a
      * remote free that finds NEVER pushes on the page's own list. */
