@@ -62,7 +62,16 @@ noinline void free_remote(page_t *page, block_t *b) {
      * The link is guarded with b's own page key (see heap_collect_delayed). */
     heap_t *heap = atomic_load_explicit(&page->heap, memory_order_acquire);
     heap_delayed_push(heap, page, b);
-    if (tls_heap != &heap_empty) atomic_store_explicit(&segment_of(b)->freer, tls_heap, memory_order_relaxed);
+    /* Who frees into the segment (takeover.c); a thread with no heap yet
+     * cannot take it, and is not counted. */
+    heap_t *self = tls_heap;
+    if (self != &heap_empty) {
+        _Atomic(heap_t *) *freer = &segment_of(b)->freer;
+        heap_t *f = atomic_load_explicit(freer, memory_order_relaxed);
+        if (f == NULL) atomic_compare_exchange_strong_explicit(freer, &f, self, memory_order_relaxed, memory_order_relaxed);
+        if (f != NULL && f != self && f != SEG_FREERS) atomic_store_explicit(freer, SEG_FREERS, memory_order_relaxed);
+        atomic_fetch_add_explicit(&segment_of(b)->handovers, 1, memory_order_relaxed);
+    }
     /* An owner that sleeps (in pthread_join, a blocking read) never takes
      * these, and its full pages stay full however much is freed into them.
      * After REMOTE_COLLECT_AFTER hand-overs it has not collected, if it

@@ -510,6 +510,9 @@ void heap_collect_delayed(heap_t *heap) {
         page_t *page = heap_delayed_page(heap, b);
         if (!page) break;
         block_t *next = block_next(page, b);
+        /* (Who frees into it counts from here: the owner collects.) */
+        atomic_store_explicit(&segment_of(b)->freer, NULL, memory_order_relaxed);
+        atomic_store_explicit(&segment_of(b)->handovers, 0, memory_order_relaxed);
         if (!page_free_local(heap, page, b, "free()")) break;
         b = next;
     }

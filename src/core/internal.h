@@ -187,15 +187,18 @@ typedef struct segment_s {
                                  an address-space limit (segment.c) */
     struct segment_s *next, *prev;   /* heap's list, abandoned list or cache */
     uint64_t cached_at;       /* in the segment cache: when it arrived */
-    /* The heap of the thread that last handed a block of it over to its
-     * owner (free_remote): a sleeper's segment goes to the thread freeing
-     * its blocks (takeover.c). */
+    /* The heap of the thread that handed blocks of it over to its owner
+     * since the owner last collected (free_remote), SEG_FREERS if several
+     * did: a sleeper's segment goes to the one thread freeing its blocks
+     * (takeover.c). */
     _Atomic(struct heap_s *) freer;
+    _Atomic(uint32_t) handovers;     /* blocks handed over since then (free_remote) */
     _Atomic(uint8_t) *check_bits;    /* STRATA_CHECK: one bit per 8 bytes, set = live */
     page_t pages[SEGMENT_MAX_PAGES];
 } segment_t;
 
 _Static_assert(sizeof(segment_t) <= SEGMENT_HEADER_SIZE, "segment header too large");
+#define SEG_FREERS ((struct heap_s *)(uintptr_t)1)   /* segment_t.freer: more than one */
 
 /* Relaxed loads and stores (plain moves on x86): only the owner writes.
  * Every change of flags (or of page->heap) refreshes local_heap. */

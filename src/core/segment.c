@@ -97,6 +97,7 @@ static void segment_setup(segment_t *seg, segment_kind kind, int node) {
     seg->used_pages = 0;
     seg->numa_node = node;
     atomic_store_explicit(&seg->freer, NULL, memory_order_relaxed);
+    atomic_store_explicit(&seg->handovers, 0, memory_order_relaxed);
     for (uint32_t i = 0; i < (uint32_t)(SEGMENT_SIZE >> seg->page_shift); i++) {
         page_t *pg = &seg->pages[i];
         memset(pg, 0, sizeof *pg);
@@ -298,6 +299,8 @@ static size_t segment_release(heap_t *heap, segment_t *seg) {
 /* Takes over an abandoned segment: its pages join heap's queues. */
 static void segment_adopt(heap_t *heap, segment_t *seg) {
     atomic_store_explicit(&seg->owner, heap, memory_order_release);
+    atomic_store_explicit(&seg->freer, NULL, memory_order_relaxed);
+    atomic_store_explicit(&seg->handovers, 0, memory_order_relaxed);
     list_push(&heap->segments[seg->kind], seg);
     stat_add_peak(&stats.segments, &stats.segments_peak, 1);
     for (uint32_t i = 0; i < seg->page_count; i++) {
