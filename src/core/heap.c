@@ -553,6 +553,16 @@ bool heap_take_from_sleepers(heap_t *heap) {
     /* (Not for strata_malloc_onnode's heaps, tid 0: their segments are
      * bound to their node whatever the policy.) */
     if (atomic_load_explicit(&heap->tid, memory_order_relaxed) == 0) return false;
+    /* One look per TAKEOVER_LOOK_US in the process at most, however many
+     * threads take fresh pages while the hint is up: each look locks a
+     * sleeper for a moment, and the collections for it (remote.c) only try
+     * that lock (eight Larson workers looking at every page they took kept
+     * their main thread's pages from being collected: +2 MiB peak). */
+    static _Atomic(uint64_t) looked_at;
+    uint64_t now = os_now_us(), last = atomic_load_explicit(&looked_at, memory_order_relaxed);
+    if (now - last < TAKEOVER_LOOK_US ||
+        !atomic_compare_exchange_strong_explicit(&looked_at, &last, now, memory_order_relaxed, memory_order_relaxed))
+        return false;
     heap_t *from = NULL;
     bool undecided = false;
     pthread_mutex_lock(&registry_lock);
@@ -565,7 +575,7 @@ bool heap_take_from_sleepers(heap_t *heap) {
         bool idle = heap_owner_idle(h) && __atomic_load_n(&h->maintained_at, __ATOMIC_RELAXED) != 0;
         int asleep = idle ? OWNER_ASLEEP : heap_owner_asleep(h);
         if (asleep != OWNER_ASLEEP) {
-            undecided = true;   /* (asked again in ASK_EVERY_US: it may be on its way to sleep) */
+            undecided = true;   /* (asked again after TAKEOVER_LOOK_US: it may be on its way to sleep) */
             continue;
         }
         if (heap_trylock_remote(h)) from = h;

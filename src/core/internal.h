@@ -460,6 +460,7 @@ void heap_collect_others(bool all);
 extern _Atomic(uint32_t) takeover_hint;   /* some heap's hand-overs piled up (free.c) */
 extern _Atomic(uint64_t) takeover_segments;   /* segments taken over, cumulative (tests read it) */
 enum { OWNER_AWAKE, OWNER_ASLEEP, OWNER_ASK_LATER };
+#define TAKEOVER_LOOK_US 250   /* at most one look (heap_take_from_sleepers) and one /proc read per heap per this */
 int heap_owner_asleep(heap_t *heap);
 uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others);
 bool heap_take_from_sleepers(heap_t *heap);

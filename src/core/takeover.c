@@ -54,19 +54,18 @@ _Atomic(uint32_t) takeover_hint;
 _Atomic(uint64_t) takeover_segments;
 
 /* Whether the heap's thread is blocked in the kernel now: ASLEEP, AWAKE,
- * or ASK_LATER when it was asked less than ASK_EVERY_US ago (by anyone), so
+ * or ASK_LATER when it was asked less than TAKEOVER_LOOK_US ago (by anyone), so
  * the reads (a few microseconds each) cost at most a few percent of a core
  * whatever the rate of frees.  Not the coarse clock's tick (4 ms here): a
  * thread that was not blocked yet when first asked (about to enter
  * pthread_join, or waiting for a CPU on its way there) is asked again
  * before the taker has grown much. */
-#define ASK_EVERY_US 250
 int heap_owner_asleep(heap_t *heap) {
     int tid = atomic_load_explicit(&heap->tid, memory_order_relaxed);
     if (tid == 0 || atomic_load_explicit(&heap->in_pool, memory_order_relaxed)) return OWNER_AWAKE;
     uint64_t now = os_now_us();
     uint64_t last = atomic_load_explicit(&heap->asleep_asked_at, memory_order_relaxed);
-    if (now - last < ASK_EVERY_US || !atomic_compare_exchange_strong_explicit(&heap->asleep_asked_at, &last, now,
+    if (now - last < TAKEOVER_LOOK_US || !atomic_compare_exchange_strong_explicit(&heap->asleep_asked_at, &last, now,
                                                                               memory_order_relaxed, memory_order_relaxed))
         return OWNER_ASK_LATER;
     return os_thread_blocked(tid) ? OWNER_ASLEEP : OWNER_AWAKE;
