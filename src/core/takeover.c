@@ -39,13 +39,17 @@
  *
  * The taker is a thread about to take a fresh page (page_find_free), so the
  * memory goes where it is wanted, and a thread that only frees never
- * collects another's segments.  It looks only when some heap has
+ * collects another's segments.  It looks when some heap has
  * REMOTE_COLLECT_AFTER hand-overs it has not collected (takeover_hint, set
- * in free.c, one look per that many), and takes from a heap whose thread
- * is blocked in the kernel now or has done no housekeeping for the purge
- * delay.  What it cannot take: a segment holding a page of the sleeper's
- * class queues (the pages it was allocating from, about one per class);
- * those full pages are collected for it as before (remote.c).
+ * in free.c; heap_take_from_sleepers in heap.c says when the hint goes
+ * down), at most once per TAKEOVER_LOOK_US in the process, and takes from a
+ * heap whose thread is blocked in the kernel now or has done no
+ * housekeeping for the purge delay the segments only it has been freeing
+ * into (heap_take_segments).  What stays: a segment holding a page of the
+ * sleeper's class queues (the pages it was allocating from, about one per
+ * class, often in its oldest segments), and one several threads free
+ * into; their full pages are collected for the sleeper as before
+ * (remote.c).
  */
 #include "internal.h"
 #include "onnode.h"
@@ -54,19 +58,20 @@ _Atomic(uint32_t) takeover_hint;
 _Atomic(uint64_t) takeover_segments;
 
 /* Whether the heap's thread is blocked in the kernel now: ASLEEP, AWAKE,
- * or ASK_LATER when it was asked less than TAKEOVER_LOOK_US ago (by anyone), so
- * the reads (a few microseconds each) cost at most a few percent of a core
- * whatever the rate of frees.  Not the coarse clock's tick (4 ms here): a
- * thread that was not blocked yet when first asked (about to enter
- * pthread_join, or waiting for a CPU on its way there) is asked again
- * before the taker has grown much. */
+ * or ASK_LATER when it was asked less than TAKEOVER_LOOK_US ago (by
+ * anyone), so the reads (a few microseconds each) cost at most a few
+ * percent of a core whatever the rate of frees.  Not the coarse clock's
+ * tick (4 ms here): a thread that was not blocked yet when first asked
+ * (about to enter pthread_join, or waiting for a CPU on its way there) is
+ * asked again before the taker has grown much. */
 int heap_owner_asleep(heap_t *heap) {
     int tid = atomic_load_explicit(&heap->tid, memory_order_relaxed);
     if (tid == 0 || atomic_load_explicit(&heap->in_pool, memory_order_relaxed)) return OWNER_AWAKE;
     uint64_t now = os_now_us();
     uint64_t last = atomic_load_explicit(&heap->asleep_asked_at, memory_order_relaxed);
-    if (now - last < TAKEOVER_LOOK_US || !atomic_compare_exchange_strong_explicit(&heap->asleep_asked_at, &last, now,
-                                                                              memory_order_relaxed, memory_order_relaxed))
+    if (now - last < TAKEOVER_LOOK_US ||
+        !atomic_compare_exchange_strong_explicit(&heap->asleep_asked_at, &last, now, memory_order_relaxed,
+                                                 memory_order_relaxed))
         return OWNER_ASK_LATER;
     return os_thread_blocked(tid) ? OWNER_ASLEEP : OWNER_AWAKE;
 }
