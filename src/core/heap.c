@@ -229,6 +229,7 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
     }
     tls_heap = heap;
     atomic_store_explicit(&heap->tid, os_thread_id(), memory_order_relaxed);   /* (takeover.c asks after it) */
+    atomic_store_explicit(&heap->awake_answers, 0, memory_order_relaxed);
     stat_add(&stats.threads, 1);
     /* Set last: with many keys, glibc may allocate here, and the heap is ready. */
     if (exit_key_ready) pthread_setspecific(exit_key, heap);

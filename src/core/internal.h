@@ -376,6 +376,7 @@ typedef struct heap_s {
      * or a node heap), and when another thread last asked whether it sleeps. */
     _Atomic(int) tid;
     _Atomic(uint64_t) asleep_asked_at;      /* us (os_now_us) */
+    _Atomic(uint32_t) awake_answers;        /* found awake in a row: asked less often */
     /* Foreign blocks (free.c): blocks of other heaps this thread freed,
      * kept (FOREIGN_CAP per class, up to 1 KiB) to serve its own next
      * mallocs of the class, as a pseudo page the fast path pops like any
@@ -460,7 +461,7 @@ void heap_collect_others(bool all);
 extern _Atomic(uint32_t) takeover_hint;   /* some heap's hand-overs piled up (free.c) */
 extern _Atomic(uint64_t) takeover_segments;   /* segments taken over, cumulative (tests read it) */
 enum { OWNER_AWAKE, OWNER_ASLEEP, OWNER_ASK_LATER };
-#define TAKEOVER_LOOK_US 250   /* at most one look (heap_take_from_sleepers) and one /proc read per heap per this */
+#define TAKEOVER_LOOK_US 250   /* at most one look (heap_take_from_sleepers) per this, and one /proc read per heap */
 int heap_owner_asleep(heap_t *heap);
 uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others);
 bool heap_take_from_sleepers(heap_t *heap);

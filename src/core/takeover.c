@@ -58,22 +58,33 @@ _Atomic(uint32_t) takeover_hint;
 _Atomic(uint64_t) takeover_segments;
 
 /* Whether the heap's thread is blocked in the kernel now: ASLEEP, AWAKE,
- * or ASK_LATER when it was asked less than TAKEOVER_LOOK_US ago (by
- * anyone), so the reads (a few microseconds each) cost at most a few
- * percent of a core whatever the rate of frees.  Not the coarse clock's
- * tick (4 ms here): a thread that was not blocked yet when first asked
- * (about to enter pthread_join, or waiting for a CPU on its way there) is
- * asked again before the taker has grown much. */
+ * or ASK_LATER when it was asked too recently (by anyone): TAKEOVER_LOOK_US
+ * after an answer "asleep", twice as long after each "awake" in a row up
+ * to 64 times (16 ms), so the reads (a few microseconds each) cost a
+ * thread that keeps running while others free into its full pages (Larson's
+ * workers, one another's) about nothing, and one on its way to sleep is
+ * asked again soon.  Not the coarse clock's tick (4 ms here): a thread that
+ * was not blocked yet when first asked (about to enter pthread_join, or
+ * waiting for a CPU on its way there) is asked again before the taker has
+ * grown much. */
+#define AWAKE_BACKOFF_MAX 6
 int heap_owner_asleep(heap_t *heap) {
     int tid = atomic_load_explicit(&heap->tid, memory_order_relaxed);
     if (tid == 0 || atomic_load_explicit(&heap->in_pool, memory_order_relaxed)) return OWNER_AWAKE;
+    uint32_t awake = atomic_load_explicit(&heap->awake_answers, memory_order_relaxed);
+    uint64_t wait = (uint64_t)TAKEOVER_LOOK_US << (awake < AWAKE_BACKOFF_MAX ? awake : AWAKE_BACKOFF_MAX);
     uint64_t now = os_now_us();
     uint64_t last = atomic_load_explicit(&heap->asleep_asked_at, memory_order_relaxed);
-    if (now - last < TAKEOVER_LOOK_US ||
+    if (now - last < wait ||
         !atomic_compare_exchange_strong_explicit(&heap->asleep_asked_at, &last, now, memory_order_relaxed,
                                                  memory_order_relaxed))
         return OWNER_ASK_LATER;
-    return os_thread_blocked(tid) ? OWNER_ASLEEP : OWNER_AWAKE;
+    if (os_thread_blocked(tid)) {
+        atomic_store_explicit(&heap->awake_answers, 0, memory_order_relaxed);
+        return OWNER_ASLEEP;
+    }
+    atomic_store_explicit(&heap->awake_answers, awake + 1, memory_order_relaxed);
+    return OWNER_AWAKE;
 }
 
 #define TAKE_MAX 16   /* segments per takeover (64 MiB): the walks below stay short */
