@@ -17,7 +17,7 @@ file(GLOB_RECURSE STRATA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.c)
 # and all 164 KiB of text were resident in a program that called malloc once.
 # A file matching no pattern goes last.
 set(STRATA_LINK_ORDER core/ options/ os/os.c os/limits.c os/numa.c os/random.c os/run_delay.c
-    os/thp.c segmap/ stats/ init/ storage/group.c large/)
+    os/thread_state.c os/thp.c segmap/ stats/ init/ storage/group.c large/)
 set(STRATA_ORDERED_SOURCES)
 foreach(pattern IN LISTS STRATA_LINK_ORDER)
   foreach(src IN LISTS STRATA_SOURCES)

@@ -43,7 +43,7 @@ STRATA_NO_SLP void strata_free(void *p) {
  * (large_cache_free_else): a large block, a foreign pointer or an error. */
 static noinline void free_not_class(void *p, const char *call) { free_slow(p, &page_foreign, call); }
 
-static noinline void free_remote(page_t *page, block_t *b) {
+noinline void free_remote(page_t *page, block_t *b) {
     uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     uintptr_t state, next;
     do {
@@ -62,6 +62,16 @@ static noinline void free_remote(page_t *page, block_t *b) {
      * The link is guarded with b's own page key (see heap_collect_delayed). */
     heap_t *heap = atomic_load_explicit(&page->heap, memory_order_acquire);
     heap_delayed_push(heap, page, b);
+    /* Who frees into the segment (takeover.c); a thread with no heap yet
+     * cannot take it, and is not counted. */
+    heap_t *self = tls_heap;
+    if (self != &heap_empty) {
+        _Atomic(heap_t *) *freer = &segment_of(b)->freer;
+        heap_t *f = atomic_load_explicit(freer, memory_order_relaxed);
+        if (f == NULL) atomic_compare_exchange_strong_explicit(freer, &f, self, memory_order_relaxed, memory_order_relaxed);
+        if (f != NULL && f != self && f != SEG_FREERS) atomic_store_explicit(freer, SEG_FREERS, memory_order_relaxed);
+        atomic_fetch_add_explicit(&segment_of(b)->handovers, 1, memory_order_relaxed);
+    }
     /* An owner that sleeps (in pthread_join, a blocking read) never takes
      * these, and its full pages stay full however much is freed into them.
      * After REMOTE_COLLECT_AFTER hand-overs it has not collected, if it
@@ -75,6 +85,10 @@ static noinline void free_remote(page_t *page, block_t *b) {
      * The lock is tried while FREEING still keeps the heap alive. */
     uint32_t pushes = atomic_fetch_add_explicit(&heap->delayed_pushes, 1, memory_order_relaxed) + 1;
     bool collect = pushes >= REMOTE_COLLECT_AFTER && heap_owner_idle(heap) && heap_trylock_remote(heap);
+    /* Every REMOTE_COLLECT_AFTER hand-overs the owner has not collected,
+     * the next thread that needs a fresh page looks whether it sleeps and
+     * its segments can be taken over (takeover.c). */
+    if (pushes % REMOTE_COLLECT_AFTER == 0) atomic_store_explicit(&takeover_hint, 1, memory_order_relaxed);
     tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, (tf & ~(uintptr_t)3) | DELAY_NORMAL,
                                                   memory_order_release, memory_order_relaxed)) {

@@ -187,11 +187,18 @@ typedef struct segment_s {
                                  an address-space limit (segment.c) */
     struct segment_s *next, *prev;   /* heap's list, abandoned list or cache */
     uint64_t cached_at;       /* in the segment cache: when it arrived */
+    /* The heap of the thread that handed blocks of it over to its owner
+     * since the owner last collected (free_remote), SEG_FREERS if several
+     * did: a sleeper's segment goes to the one thread freeing its blocks
+     * (takeover.c). */
+    _Atomic(struct heap_s *) freer;
+    _Atomic(uint32_t) handovers;     /* blocks handed over since then (free_remote) */
     _Atomic(uint8_t) *check_bits;    /* STRATA_CHECK: one bit per 8 bytes, set = live */
     page_t pages[SEGMENT_MAX_PAGES];
 } segment_t;
 
 _Static_assert(sizeof(segment_t) <= SEGMENT_HEADER_SIZE, "segment header too large");
+#define SEG_FREERS ((struct heap_s *)(uintptr_t)1)   /* segment_t.freer: more than one */
 
 /* Relaxed loads and stores (plain moves on x86): only the owner writes.
  * Every change of flags (or of page->heap) refreshes local_heap. */
@@ -357,13 +364,19 @@ typedef struct heap_s {
     uint64_t orphaned_at;                   /* ms */
     int orphan_node;
     _Atomic(uint32_t) in_pool;              /* waiting in the orphan pool (read by remote frees) */
-    /* Remote collection (heap.c): the lock guards the full queue's pages
-     * between the owner's slow paths (heap_lock, reentrant) and a thread
-     * that collects for an owner that does not (heap_trylock_remote).
-     * 0 free, 1 the owner side, 2 a collector. */
+    /* Remote collection (heap.c): the lock guards the full queue's pages,
+     * the segment list and the segments' unused pages between the owner's
+     * slow paths (heap_lock, reentrant) and a thread that collects for an
+     * owner that does not, or takes its segments over (heap_trylock_remote;
+     * takeover.c).  0 free, 1 the owner side, 2 a collector. */
     _Atomic(uint32_t) lock;
     uint32_t lock_depth;                    /* the owner side's nesting */
     _Atomic(uint32_t) pages_reset;          /* a collector emptied full pages: the owner gives them back */
+    /* Takeover (takeover.c): the kernel id of the heap's thread (0: none,
+     * or a node heap), and when another thread last asked whether it sleeps. */
+    _Atomic(int) tid;
+    _Atomic(uint64_t) asleep_asked_at;      /* us (os_now_us) */
+    _Atomic(uint32_t) awake_answers;        /* found awake in a row: asked less often */
     /* Foreign blocks (free.c): blocks of other heaps this thread freed,
      * kept (FOREIGN_CAP per class, up to 1 KiB) to serve its own next
      * mallocs of the class, as a pseudo page the fast path pops like any
@@ -441,6 +454,17 @@ bool heap_trylock_remote(heap_t *heap);
 void heap_unlock_remote(heap_t *heap);
 void heap_collect_remote(heap_t *heap);
 void heap_collect_others(bool all);
+/* Takeover (takeover.c): an allocating thread takes over the segments of
+ * a heap whose owner sleeps, when every page of them in use is in that
+ * heap's full queue.  The owner side of the heap lock also guards the
+ * heap's segment list and its segments' unused pages. */
+extern _Atomic(uint32_t) takeover_hint;   /* some heap's hand-overs piled up (free.c) */
+extern _Atomic(uint64_t) takeover_segments;   /* segments taken over, cumulative (tests read it) */
+enum { OWNER_AWAKE, OWNER_ASLEEP, OWNER_ASK_LATER };
+#define TAKEOVER_LOOK_US 250   /* at most one look (heap_take_from_sleepers) per this, and one /proc read per heap */
+int heap_owner_asleep(heap_t *heap);
+uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others);
+bool heap_take_from_sleepers(heap_t *heap);
 void *heap_meta_alloc(size_t size);   /* heap metadata, never freed (reused with its heap) */
 void foreign_init_process(void);
 void heap_foreign_init(heap_t *heap);
@@ -480,8 +504,10 @@ page_t *segment_page_alloc(heap_t *heap, uint32_t cls);
 void segment_page_free(heap_t *heap, page_t *page);
 void segment_abandon(heap_t *heap, segment_t *seg);
 bool segment_reclaim_for_free(heap_t *heap, segment_t *seg);
+bool segment_takeable(const segment_t *seg, const heap_t *from);
+void segment_take_over(heap_t *from, heap_t *to, segment_t *seg);
 uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged);
-uint32_t segment_count_dirty(const heap_t *heap);
+uint32_t segment_count_dirty(heap_t *heap);
 void heap_page_held(heap_t *heap, int delta);
 size_t segment_cache_release(bool all);
 size_t segment_abandoned_purge(bool wait, uint64_t now);
@@ -507,6 +533,7 @@ bool canary_check(page_t *page, block_t *b, const void *p, const char *call);
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);
 void *strata_malloc_aligned(size_t size, size_t align, bool zero);
 void strata_free_generic(void *p, page_t *page, const char *call);
+void free_remote(page_t *page, block_t *b);
 void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size, bool zero);
 size_t strata_usable_size_of(const void *p);
 /* Usable size of the live block p starts, or 0 after reporting (as call) that

@@ -583,6 +583,8 @@ static void page_give_back_emptied(heap_t *heap, page_queue_t *q, page_t *page) 
 page_t *page_find_free(heap_t *heap, uint32_t cls) {
     page_queue_t *q = &heap->queues[cls];
     int node = numa_heap_node(heap);
+    bool taken = false;       /* segments were taken over (takeover.c) */
+search:;
     page_t *room = NULL;   /* the first page with blocks left to carve */
     page_t *best = NULL;      /* the one that serves: the first fuller one with a free block */
     page_t *emptied = NULL;   /* one emptied by remote frees, kept while no other serves */
@@ -640,10 +642,23 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
         page_extend(room);
         return page_found(heap, q, room);
     }
+    /* A page from a segment, under the heap lock until it is set up: an
+     * unused page is one a collector may hand on with its segment
+     * (takeover.c).  Before that, the segments of a heap whose thread
+     * sleeps, if there is one to take: their pages hold free blocks, and
+     * the page search starts again over them (once). */
+    heap_lock(heap);
+    if (!taken && atomic_load_explicit(&takeover_hint, memory_order_relaxed) && heap_take_from_sleepers(heap)) {
+        heap_unlock(heap);
+        taken = true;
+        goto search;
+    }
     page = segment_page_alloc(heap, cls);
-    if (!page) return NULL;
-    page_init(page, heap, cls);
-    page_queue_push_front(q, page);
+    if (page) {
+        page_init(page, heap, cls);
+        page_queue_push_front(q, page);
+    }
+    heap_unlock(heap);
     return page;
 }
 
@@ -651,9 +666,20 @@ page_t *page_find_free(heap_t *heap, uint32_t cls) {
  * or become empty.  (Also used for blocks handed over by other threads.)
  * False when b was already free (reported). */
 bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call) {
-    /* A full page may have a collector at it (heap_collect_remote). */
-    bool full = page_flags(page) & PAGE_FULL;
+    /* A full page may have a collector at it (heap_collect_remote), or
+     * have gone to another heap with its segment while this thread slept
+     * (takeover.c): under the lock it is still this heap's, or the block
+     * goes to its new owner as any remote free.  A page read as not full
+     * either is in this heap's class queues, where no collector takes it,
+     * or was taken already, and then its new owner reads here (the
+     * takeover publishes it before it clears the flag). */
+    bool full = atomic_load_explicit(&page->flags, memory_order_acquire) & PAGE_FULL;
     if (full) heap_lock(heap);
+    if (unlikely(atomic_load_explicit(&page->heap, memory_order_relaxed) != heap)) {
+        if (full) heap_unlock(heap);
+        free_remote(page, b);
+        return true;
+    }
     if (block_link_ok(page, b) && page_holds_free(page, b)) {
         strata_report(call, "double free", b, NULL);
         if (full) heap_unlock(heap);

@@ -13,7 +13,10 @@
  * queues.  Pages in the full queue are touched by the owner's slow paths
  * (marking a page full, handing it back, collecting the delayed list,
  * folding statistics, abandoning) under the lock, so a collector holding it
- * may work on them.  The owner side may nest; a collector only tries. */
+ * may work on them; so are the heap's segment list and its segments'
+ * unused pages (taking a page, giving one back, purging), so a collector
+ * may hand a segment on (takeover.c).  The owner side may nest; a
+ * collector only tries. */
 void heap_lock(heap_t *heap) {
     if (heap->lock_depth++ > 0) return;
     uint32_t expect = 0;

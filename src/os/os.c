@@ -238,6 +238,12 @@ uint64_t os_now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t os_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 size_t os_read_file(const char *path, char *buf, size_t size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || size == 0) {

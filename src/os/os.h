@@ -88,9 +88,18 @@ uint64_t os_mix64(uint64_t x);
 
 /* Monotonic milliseconds (cheap: vDSO, coarse clock). */
 uint64_t os_now_ms(void);
+/* Monotonic microseconds (vDSO, the precise clock: a few times the cost). */
+uint64_t os_now_us(void);
 /* Nanoseconds the calling thread has waited for a CPU while runnable
  * (run_delay), UINT64_MAX if unknown; a few microseconds (run_delay.c). */
 uint64_t os_thread_run_delay_ns(void);
+
+/* The calling thread's kernel id (gettid). */
+int os_thread_id(void);
+/* Thread tid of this process is blocked in the kernel now (sleeping: a
+ * futex, poll or read); false if it runs, waits for a CPU, is gone, or
+ * procfs does not say.  A few microseconds (thread_state.c). */
+bool os_thread_blocked(int tid);
 
 /* Reads a small file (procfs, sysfs) into buf, NUL-terminated, with no
  * malloc; returns the bytes read, 0 on failure. */

@@ -1,0 +1,170 @@
+/* takeover.c — a thread that allocates takes over the segments of a heap
+ * whose thread sleeps, so the free space in that heap's partly used pages
+ * is reused instead of fresh memory (issue 9).
+ *
+ * The case: a thread allocates a structure, then blocks (Larson's main
+ * thread in pthread_join, a producer on a full queue) while other threads
+ * free its blocks and allocate their own.  Its pages fill with free blocks
+ * nobody allocates from: the remote collection (remote.c) gives back a page
+ * only once every block of it came back, and a page with one live block
+ * out of a hundred stays whole.  Larson with one worker peaked at twice its
+ * live data: the main thread's 20 MB, freed block by block, beside the
+ * worker's new 20 MB.
+ *
+ * Why whole segments, taken by a thread that needs a page:
+ *  - Batching remote frees (snmalloc's message queues, mimalloc's
+ *    delayed lists) changes what a remote free costs, not where its memory
+ *    is reused: the blocks still wait for their owner, which drains them
+ *    only when it allocates; an owner asleep never does.
+ *  - Transfer caches (tcmalloc's central lists per class) let any thread
+ *    reuse any thread's freed blocks, but blocks then leave their pages for
+ *    lists beside the page lists the fast paths use, a page goes back only
+ *    when its blocks are gathered again, and every remote free pays the
+ *    central list: a second design of remote frees for every program, to
+ *    help the one whose owner sleeps.
+ *  - Single pages would part a page's owner from its segment's, whose books
+ *    (pages in use, purging, abandonment, adoption) one heap keeps: every
+ *    path that gives a page back or moves a segment would have to know
+ *    about pages on loan.
+ *  - Whole segments move between heaps already (abandoned segments are
+ *    adopted; segment.c), with the ownership hand-over written: page->heap,
+ *    local_heap, the delayed-free states, the segment lists.  A segment
+ *    whose pages in use are all in its heap's full queue is out of reach of
+ *    the owner's fast paths (they touch only class-queue pages), and the
+ *    owner touches full pages, its segment list and its segments' unused
+ *    pages only under the heap lock: a thread holding that lock as a
+ *    collector may hand the segment on, whenever the owner wakes.  The
+ *    owner's fast paths are unchanged; its slow paths take the lock around
+ *    segment work (a compare-and-swap per page set up or given back).
+ *
+ * The taker is a thread about to take a fresh page (page_find_free), so the
+ * memory goes where it is wanted, and a thread that only frees never
+ * collects another's segments.  It looks when some heap has
+ * REMOTE_COLLECT_AFTER hand-overs it has not collected (takeover_hint, set
+ * in free.c; heap_take_from_sleepers in heap.c says when the hint goes
+ * down), at most once per TAKEOVER_LOOK_US in the process, and takes from a
+ * heap whose thread is blocked in the kernel now or has done no
+ * housekeeping for the purge delay the segments only it has been freeing
+ * into (heap_take_segments).  What stays: a segment holding a page of the
+ * sleeper's class queues (the pages it was allocating from, about one per
+ * class, often in its oldest segments), and one several threads free
+ * into; their full pages are collected for the sleeper as before
+ * (remote.c).
+ */
+#include "internal.h"
+#include "onnode.h"
+
+_Atomic(uint32_t) takeover_hint;
+_Atomic(uint64_t) takeover_segments;
+
+/* Whether the heap's thread is blocked in the kernel now: ASLEEP, AWAKE,
+ * or ASK_LATER when it was asked too recently (by anyone): TAKEOVER_LOOK_US
+ * after an answer "asleep", twice as long after each "awake" in a row up
+ * to 64 times (16 ms), so the reads (a few microseconds each) cost a
+ * thread that keeps running while others free into its full pages (Larson's
+ * workers, one another's) about nothing, and one on its way to sleep is
+ * asked again soon.  Not the coarse clock's tick (4 ms here): a thread that
+ * was not blocked yet when first asked (about to enter pthread_join, or
+ * waiting for a CPU on its way there) is asked again before the taker has
+ * grown much. */
+#define AWAKE_BACKOFF_MAX 6
+int heap_owner_asleep(heap_t *heap) {
+    int tid = atomic_load_explicit(&heap->tid, memory_order_relaxed);
+    if (tid == 0 || atomic_load_explicit(&heap->in_pool, memory_order_relaxed)) return OWNER_AWAKE;
+    uint32_t awake = atomic_load_explicit(&heap->awake_answers, memory_order_relaxed);
+    uint64_t wait = (uint64_t)TAKEOVER_LOOK_US << (awake < AWAKE_BACKOFF_MAX ? awake : AWAKE_BACKOFF_MAX);
+    uint64_t now = os_now_us();
+    uint64_t last = atomic_load_explicit(&heap->asleep_asked_at, memory_order_relaxed);
+    if (now - last < wait ||
+        !atomic_compare_exchange_strong_explicit(&heap->asleep_asked_at, &last, now, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return OWNER_ASK_LATER;
+    if (os_thread_blocked(tid)) {
+        atomic_store_explicit(&heap->awake_answers, 0, memory_order_relaxed);
+        return OWNER_ASLEEP;
+    }
+    atomic_store_explicit(&heap->awake_answers, awake + 1, memory_order_relaxed);
+    return OWNER_AWAKE;
+}
+
+#define TAKE_MAX 16   /* segments per takeover (64 MiB): the walks below stay short */
+
+static bool in_set(segment_t *const *set, uint32_t n, const segment_t *s) {
+    for (uint32_t i = 0; i < n; i++)
+        if (set[i] == s) return true;
+    return false;
+}
+
+/* Blocks handed over to from for pages of the taken segments go onto their
+ * pages' local lists (they are free blocks of those pages, and from's list
+ * must name none of them once the pages are to's); the rest go back on
+ * from's list, as heap_collect_remote does. */
+static void drain_delayed(heap_t *from, segment_t *const *set, uint32_t n) {
+    block_t *b = atomic_exchange_explicit(&from->delayed_free, NULL, memory_order_acquire);
+    block_t *back = NULL;
+    while (b) {
+        page_t *page = heap_delayed_page(from, b);
+        if (!page) break;
+        block_t *next = block_next(page, b);
+        if (in_set(set, n, segment_of(page))) {
+            block_set_next(page, b, page->local_free);
+            page->local_free = b;
+            page->used--;
+        } else {
+            block_link_marked(page, b, back, DELAYED_MARK);
+            back = b;
+        }
+        b = next;
+    }
+    while (back) {
+        page_t *page = pagemap_page(back);
+        block_t *next = block_next(page, back);
+        heap_delayed_push(from, page, back);
+        back = next;
+    }
+}
+
+/* Takes over from's segments whose pages in use are all in its full queue,
+ * on to's node, whose blocks only to has handed over since from last
+ * collected (a quarter of its pages in use at least), for to: a segment
+ * goes to the thread that is taking over the sleeper's objects, whose frees
+ * into it then are local and whose mallocs reuse what it freed.  Not one several threads free into: given to the
+ * first to look, Larson's main thread's segments went to one of eight
+ * workers, which reused what the others freed into them only at its own
+ * pace, and kept it resident meanwhile (larson-8 peak 49.7 -> 54.0 MiB,
+ * medians of 7; left with the sleeper, what comes back is collected and
+ * given back as before, remote.c).  from's lock is held as a collector,
+ * to's by its owner (the calling thread).  Returns how many were taken;
+ * *others: takeable ones another single thread frees into are left. */
+uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others) {
+    *others = false;
+    /* With a zero delay emptied segments are unmapped at once, under the
+     * segment cache's lock, which fork takes before the heap locks. */
+    if (from == to || heap_purge_delay(to) == 0) return 0;
+    int node = numa_heap_node(to);
+    segment_t *set[TAKE_MAX];
+    uint32_t n = 0;
+    for (int k = 0; k < SEG_KINDS; k++)
+        for (segment_t *s = from->segments[k]; s && n < TAKE_MAX; s = s->next) {
+            if (s->numa_node != node || !segment_takeable(s, from)) continue;
+            /* Evidence that one thread frees it: a quarter of its pages
+             * in use handed blocks over, all from that thread (one that
+             * had handed over only a few went to a worker of Larson-8 that
+             * turned out to share it with others: +4 MiB peak). */
+            heap_t *f = atomic_load_explicit(&s->freer, memory_order_relaxed);
+            bool enough = atomic_load_explicit(&s->handovers, memory_order_relaxed) * 4 >= s->used_pages;
+            if (f == to && enough) set[n++] = s;
+            else if (f != NULL && f != SEG_FREERS) *others = true;   /* (more evidence, or another's) */
+        }
+    if (n == 0) return 0;
+    /* No hand-over to from for their pages may be in flight or start: a
+     * remote free that finds NEVER pushes on the page's own list. */
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < set[i]->page_count; j++) {
+            page_t *page = &set[i]->pages[j];
+            if (page_flags(page) & PAGE_FULL) page_set_delay(page, DELAY_NEVER, false);
+        }
+    drain_delayed(from, set, n);
+    for (uint32_t i = 0; i < n; i++) segment_take_over(from, to, set[i]);
+    return n;
+}
