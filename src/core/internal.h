@@ -432,6 +432,7 @@ heap_t *heap_get_or_init_from(heap_t *prefer);
 void heap_abandon(heap_t *heap, bool force);
 void heap_collect_delayed(heap_t *heap);
 void heap_delayed_push(heap_t *heap, page_t *page, block_t *b);
+void heap_delayed_push_back(heap_t *heap, block_t *back);   /* a DELAYED_MARK list (remote.c) */
 page_t *heap_delayed_page(heap_t *heap, block_t *b);
 void heap_direct_update(heap_t *heap, uint32_t cls);
 void heap_fork_prepare(void);

@@ -82,6 +82,12 @@ void heap_collect_remote(heap_t *heap) {
         }
         b = next;
     }
+    heap_delayed_push_back(heap, back);
+}
+
+/* Puts a list of blocks (linked with DELAYED_MARK, of mixed pages) back on
+ * the heap's delayed list, one push each: the owner collects them later. */
+void heap_delayed_push_back(heap_t *heap, block_t *back) {
     while (back) {
         page_t *page = pagemap_page(back);
         block_t *next = block_next(page, back);

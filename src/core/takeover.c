@@ -116,12 +116,7 @@ static void drain_delayed(heap_t *from, segment_t *const *set, uint32_t n) {
         }
         b = next;
     }
-    while (back) {
-        page_t *page = pagemap_page(back);
-        block_t *next = block_next(page, back);
-        heap_delayed_push(from, page, back);
-        back = next;
-    }
+    heap_delayed_push_back(from, back);
 }
 
 /* Takes over from's segments whose pages in use are all in its full queue,

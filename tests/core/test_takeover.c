@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "common/procfs.h"
 #include "core/internal.h"
 
 #define MIB ((size_t)1 << 20)
@@ -34,16 +35,8 @@ static size_t nblocks;
 static size_t rss_start, rss_peak;
 static heap_t *main_heap, *worker_heap;
 
-static size_t rss_now(void) {
-    char buf[128];
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *s = strchr(buf, ' ');
-    return s ? strtoull(s + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE) : 0;
-}
+/* Resident bytes, from /proc (not Strata's counters). */
+static size_t rss_now(void) { return proc_kib("/proc/self/status", "VmRSS:"); }
 
 static uint64_t rng_state = 88172645463325252ULL;
 static uint64_t rng(void) {

@@ -22,14 +22,7 @@
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
-#define CHECK_TIER()                                                             \
-    do {                                                                         \
-        const char *why_ = large_check();                                        \
-        if (why_) {                                                              \
-            fprintf(stderr, "%s:%d: large tier: %s\n", __FILE__, __LINE__, why_); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
+#include "tier_check.h"
 
 static large_stats_t tier(void) {
     large_stats_t s;

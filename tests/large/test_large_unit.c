@@ -22,14 +22,7 @@
 #include "large/large.h"
 
 #define MiB ((size_t)1 << 20)
-#define CHECK_TIER()                                                             \
-    do {                                                                         \
-        const char *why_ = large_check();                                        \
-        if (why_) {                                                              \
-            fprintf(stderr, "%s:%d: large tier: %s\n", __FILE__, __LINE__, why_); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
+#include "tier_check.h"
 
 static void free_it(void *p) { strata_free(p); }
 static const char *capture_free(void *p) { return capture_stderr(free_it, p); }
