@@ -66,11 +66,12 @@ noinline void free_remote(page_t *page, block_t *b) {
      * cannot take it, and is not counted. */
     heap_t *self = tls_heap;
     if (self != &heap_empty) {
-        _Atomic(heap_t *) *freer = &segment_of(b)->freer;
-        heap_t *f = atomic_load_explicit(freer, memory_order_relaxed);
-        if (f == NULL) atomic_compare_exchange_strong_explicit(freer, &f, self, memory_order_relaxed, memory_order_relaxed);
-        if (f != NULL && f != self && f != SEG_FREERS) atomic_store_explicit(freer, SEG_FREERS, memory_order_relaxed);
-        atomic_fetch_add_explicit(&segment_of(b)->handovers, 1, memory_order_relaxed);
+        segment_t *seg = segment_of(b);
+        heap_t *f = atomic_load_explicit(&seg->freer, memory_order_relaxed);
+        if (f == NULL)
+            atomic_compare_exchange_strong_explicit(&seg->freer, &f, self, memory_order_relaxed, memory_order_relaxed);
+        if (f != NULL && f != self && f != SEG_FREERS) atomic_store_explicit(&seg->freer, SEG_FREERS, memory_order_relaxed);
+        atomic_fetch_add_explicit(&seg->handovers, 1, memory_order_relaxed);
     }
     /* An owner that sleeps (in pthread_join, a blocking read) never takes
      * these, and its full pages stay full however much is freed into them.

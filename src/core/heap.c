@@ -511,9 +511,14 @@ void heap_collect_delayed(heap_t *heap) {
         page_t *page = heap_delayed_page(heap, b);
         if (!page) break;
         block_t *next = block_next(page, b);
-        /* (Who frees into it counts from here: the owner collects.) */
-        atomic_store_explicit(&segment_of(b)->freer, NULL, memory_order_relaxed);
-        atomic_store_explicit(&segment_of(b)->handovers, 0, memory_order_relaxed);
+        /* (Who frees into it counts from here: the owner collects.  Read
+         * first: most blocks of a batch share a segment, and its header's
+         * line is the one the freeing threads write.) */
+        segment_t *seg = segment_of(b);
+        if (atomic_load_explicit(&seg->freer, memory_order_relaxed) != NULL)
+            atomic_store_explicit(&seg->freer, NULL, memory_order_relaxed);
+        if (atomic_load_explicit(&seg->handovers, memory_order_relaxed) != 0)
+            atomic_store_explicit(&seg->handovers, 0, memory_order_relaxed);
         if (!page_free_local(heap, page, b, "free()")) break;
         b = next;
     }
@@ -560,7 +565,7 @@ bool heap_take_from_sleepers(heap_t *heap) {
      * that lock (eight Larson workers looking at every page they took kept
      * their main thread's pages from being collected: +2 MiB peak). */
     static _Atomic(uint64_t) looked_at;
-    uint64_t now = os_now_us(), last = atomic_load_explicit(&looked_at, memory_order_relaxed);
+    uint64_t now = os_now_ns() / 1000u, last = atomic_load_explicit(&looked_at, memory_order_relaxed);
     if (now - last < TAKEOVER_LOOK_US ||
         !atomic_compare_exchange_strong_explicit(&looked_at, &last, now, memory_order_relaxed, memory_order_relaxed))
         return false;

@@ -375,7 +375,7 @@ typedef struct heap_s {
     /* Takeover (takeover.c): the kernel id of the heap's thread (0: none,
      * or a node heap), and when another thread last asked whether it sleeps. */
     _Atomic(int) tid;
-    _Atomic(uint64_t) asleep_asked_at;      /* us (os_now_us) */
+    _Atomic(uint64_t) asleep_asked_at;      /* us (os_now_ns / 1000) */
     _Atomic(uint32_t) awake_answers;        /* found awake in a row: asked less often */
     /* Foreign blocks (free.c): blocks of other heaps this thread freed,
      * kept (FOREIGN_CAP per class, up to 1 KiB) to serve its own next

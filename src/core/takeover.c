@@ -73,7 +73,7 @@ int heap_owner_asleep(heap_t *heap) {
     if (tid == 0 || atomic_load_explicit(&heap->in_pool, memory_order_relaxed)) return OWNER_AWAKE;
     uint32_t awake = atomic_load_explicit(&heap->awake_answers, memory_order_relaxed);
     uint64_t wait = (uint64_t)TAKEOVER_LOOK_US << (awake < AWAKE_BACKOFF_MAX ? awake : AWAKE_BACKOFF_MAX);
-    uint64_t now = os_now_us();
+    uint64_t now = os_now_ns() / 1000u;
     uint64_t last = atomic_load_explicit(&heap->asleep_asked_at, memory_order_relaxed);
     if (now - last < wait ||
         !atomic_compare_exchange_strong_explicit(&heap->asleep_asked_at, &last, now, memory_order_relaxed,

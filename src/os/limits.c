@@ -67,17 +67,6 @@ static size_t parse_size(const char *s) {
     return v;
 }
 
-/* root + dir + "/" + name into out; false if it does not fit. */
-static bool join_path(char *out, size_t size, const char *root, const char *dir, const char *name) {
-    size_t a = strlen(root), b = strlen(dir), c = strlen(name);
-    if (a + b + c + 2 > size) return false;
-    memcpy(out, root, a);
-    memcpy(out + a, dir, b);
-    out[a + b] = '/';
-    memcpy(out + a + b + 1, name, c + 1);
-    return true;
-}
-
 /* Smallest limit in file `name` over the cgroup rel and its ancestors under
  * root; records the usage file of the cgroup that sets it. */
 static size_t limit_up_the_tree(const char *root, const char *rel, const char *name, const char *usage) {
@@ -88,12 +77,12 @@ static size_t limit_up_the_tree(const char *root, const char *rel, const char *n
     memcpy(dir, rel, dl + 1);
     for (;;) {
         while (dl > 0 && dir[dl - 1] == '/') dir[--dl] = 0;   /* "/" becomes "" */
-        if (join_path(path, sizeof path, root, dir, name) && os_read_file(path, buf, sizeof buf)) {
+        if (os_join_path(path, sizeof path, root, dir, name) && os_read_file(path, buf, sizeof buf)) {
             size_t v = parse_size(buf);
             /* v1 says "no limit" with a huge page-rounded number */
             if (v < best && v < ((size_t)1 << 50)) {
                 best = v;
-                if (!join_path(cg_usage_path, sizeof cg_usage_path, root, dir, usage)) cg_usage_path[0] = 0;
+                if (!os_join_path(cg_usage_path, sizeof cg_usage_path, root, dir, usage)) cg_usage_path[0] = 0;
             }
         }
         if (dl == 0) break;

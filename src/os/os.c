@@ -238,10 +238,33 @@ uint64_t os_now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-uint64_t os_now_us(void) {
+uint64_t os_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool os_join_path(char *out, size_t size, const char *root, const char *dir, const char *name) {
+    size_t a = strlen(root), b = strlen(dir), c = strlen(name);
+    if (a + b + c + 2 > size) return false;
+    memcpy(out, root, a);
+    memcpy(out + a, dir, b);
+    out[a + b] = '/';
+    memcpy(out + a + b + 1, name, c + 1);
+    return true;
+}
+
+bool os_proc_path(char *out, size_t size, const char *head, unsigned id, const char *tail) {
+    char digits[10];
+    int n = 0;
+    do digits[n++] = (char)('0' + id % 10);
+    while ((id /= 10) != 0);
+    size_t h = strlen(head), t = strlen(tail);
+    if (h + (size_t)n + t + 1 > size) return false;
+    memcpy(out, head, h);
+    while (n > 0) out[h++] = digits[--n];
+    memcpy(out + h, tail, t + 1);
+    return true;
 }
 
 size_t os_read_file(const char *path, char *buf, size_t size) {

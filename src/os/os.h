@@ -88,8 +88,9 @@ uint64_t os_mix64(uint64_t x);
 
 /* Monotonic milliseconds (cheap: vDSO, coarse clock). */
 uint64_t os_now_ms(void);
-/* Monotonic microseconds (vDSO, the precise clock: a few times the cost). */
-uint64_t os_now_us(void);
+/* Monotonic nanoseconds (vDSO, the precise clock: a few times the cost;
+ * async-signal-safe). */
+uint64_t os_now_ns(void);
 /* Nanoseconds the calling thread has waited for a CPU while runnable
  * (run_delay), UINT64_MAX if unknown; a few microseconds (run_delay.c). */
 uint64_t os_thread_run_delay_ns(void);
@@ -101,6 +102,11 @@ int os_thread_id(void);
  * procfs does not say.  A few microseconds (thread_state.c). */
 bool os_thread_blocked(int tid);
 
+/* root + dir + "/" + name into out (size bytes); false if it does not fit. */
+bool os_join_path(char *out, size_t size, const char *root, const char *dir, const char *name);
+/* head + the decimal id + tail into out ("/proc/" 42 "/stat"), with no
+ * stdio (it runs in malloc and in signal handlers); false if it does not fit. */
+bool os_proc_path(char *out, size_t size, const char *head, unsigned id, const char *tail);
 /* Reads a small file (procfs, sysfs) into buf, NUL-terminated, with no
  * malloc; returns the bytes read, 0 on failure. */
 size_t os_read_file(const char *path, char *buf, size_t size);

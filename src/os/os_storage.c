@@ -265,8 +265,3 @@ void *os_sb_map_shared(int fd, size_t len) {
     return p == MAP_FAILED ? NULL : p;
 }
 
-uint64_t os_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}

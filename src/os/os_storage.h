@@ -90,7 +90,5 @@ void os_file_willneed(int fd, off_t off, off_t len);
  * processes share).  NULL on failure (errno set). */
 void *os_sb_map_shared(int fd, size_t len);
 
-/* Nanoseconds on the monotonic clock (vDSO; async-signal-safe). */
-uint64_t os_now_ns(void);
 
 #endif

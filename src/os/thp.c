@@ -44,26 +44,17 @@ int os_thp_mode(void) {
 /* Is the virtio device called name under dir a balloon that reports free
  * pages?  Its "features" file is one '0' or '1' per feature bit. */
 static bool reporting_balloon(const char *dir, const char *name) {
-    char path[256], buf[160];
-    size_t dl = strlen(dir), nl = strlen(name);
-    if (dl + nl + sizeof "/features" + 1 > sizeof path) return false;
-    memcpy(path, dir, dl);
-    path[dl] = '/';
-    memcpy(path + dl + 1, name, nl);
-    char *leaf = path + dl + 1 + nl;
-    memcpy(leaf, "/device", sizeof "/device");
-    if (!os_read_file(path, buf, sizeof buf) || strncmp(buf, VIRTIO_ID_BALLOON, 6) != 0) return false;
-    memcpy(leaf, "/features", sizeof "/features");
-    return os_read_file(path, buf, sizeof buf) > VIRTIO_BALLOON_F_REPORTING &&
-           buf[VIRTIO_BALLOON_F_REPORTING] == '1';
+    char dev[224], path[256], buf[160];
+    if (!os_join_path(dev, sizeof dev, dir, "", name) || !os_join_path(path, sizeof path, dev, "", "device") ||
+        !os_read_file(path, buf, sizeof buf) || strncmp(buf, VIRTIO_ID_BALLOON, 6) != 0)
+        return false;
+    return os_join_path(path, sizeof path, dev, "", "features") &&
+           os_read_file(path, buf, sizeof buf) > VIRTIO_BALLOON_F_REPORTING && buf[VIRTIO_BALLOON_F_REPORTING] == '1';
 }
 
 bool os_host_reclaims_free_pages_under(const char *root) {
     char dir[200];
-    size_t rl = strlen(root);
-    if (rl + sizeof "/bus/virtio/devices" > sizeof dir) return false;
-    memcpy(dir, root, rl);
-    memcpy(dir + rl, "/bus/virtio/devices", sizeof "/bus/virtio/devices");
+    if (!os_join_path(dir, sizeof dir, root, "/bus/virtio", "devices")) return false;
     /* getdents64 directly: this may run before libc is ready, and
      * opendir would allocate. */
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

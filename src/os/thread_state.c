@@ -18,16 +18,8 @@ int os_thread_id(void) { return (int)syscall(SYS_gettid); }
 
 bool os_thread_blocked(int tid) {
     if (tid <= 0) return false;
-    /* "/proc/self/task/" + the id, written by hand (no stdio in malloc). */
-    char path[48] = "/proc/self/task/";
-    char digits[12];
-    int n = 0;
-    for (unsigned v = (unsigned)tid; v; v /= 10) digits[n++] = (char)('0' + v % 10);
-    size_t at = sizeof "/proc/self/task/" - 1;
-    while (n > 0) path[at++] = digits[--n];
-    const char tail[] = "/stat";
-    for (size_t i = 0; i < sizeof tail; i++) path[at++] = tail[i];
-    char buf[512];
+    char path[48], buf[512];
+    if (!os_proc_path(path, sizeof path, "/proc/self/task/", (unsigned)tid, "/stat")) return false;
     int saved = errno;   /* called from malloc: a failed open (the thread is gone) must not show */
     size_t got = os_read_file(path, buf, sizeof buf);
     errno = saved;

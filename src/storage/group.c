@@ -47,13 +47,8 @@ struct sb_group_s {
 /* Field 22 of /proc/<pid>/stat (start time in clock ticks), 0 if the
  * process is gone.  No stdio: it runs in signal handlers. */
 static uint64_t start_time(int pid) {
-    char path[32] = "/proc/", digits[12];
-    int n = 0;
-    for (int v = pid; v > 0 && n < 11; v /= 10) digits[n++] = (char)('0' + v % 10);
-    size_t len = 6;
-    while (n > 0) path[len++] = digits[--n];
-    memcpy(path + len, "/stat", 6);
-    return os_stat_field(path, 22);
+    char path[32];
+    return pid > 0 && os_proc_path(path, sizeof path, "/proc/", (unsigned)pid, "/stat") ? os_stat_field(path, 22) : 0;
 }
 
 /* (A start time that cannot be read, the process going meanwhile, is

@@ -22,6 +22,7 @@
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 #define PAGE ((size_t)4096)
+#include "common/procfs.h"
 #include "tier_check.h"
 
 static size_t resident_pages(const void *p, size_t len) {
@@ -34,11 +35,9 @@ static size_t resident_pages(const void *p, size_t len) {
 }
 
 static size_t rss_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, res = 0;
-    CHECK(f && fscanf(f, "%lu %lu", &size, &res) == 2);
-    fclose(f);
-    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+    size_t r = proc_kib("/proc/self/status", "VmRSS:");
+    CHECK(r > 0);
+    return r;
 }
 
 /* Small blocks, written, never freed: bytes of growth in the small tier. */
