@@ -31,10 +31,12 @@ struct ablock_s {
     uintptr_t dlo, dhi;
     bool free, on_dirty;
     bool in_dirty_tree;     /* dirty_apart: in a->dirty_by_size, not a->by_size */
-    /* What the caller said its last occupant asked for ends here
-     * (arena_swap_reach); 0: not said.  A hint, never a bound on what
-     * is dirty.  Kept while the block stays whole, free or used. */
+    /* cfg.lend: how far earlier occupants of the block, since its tail
+     * was last purged, may have written (0: anywhere in it); the next
+     * occupant that is lent less gives back only up to here.  Kept while
+     * the block stays whole, free or used. */
     uintptr_t reach;
+    size_t lent;            /* used and lent part of it (cfg.lend); 0: all of it */
 };
 
 /* ---- Metadata pool: fixed-size units carved from meta_map chunks ------- */
@@ -500,7 +502,20 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
     if (n1) unit_put(a, n1);
     if (n2) unit_put(a, n2);
 
-    if (clean) *clean = b->dlo == b->dhi;
+    bool was_clean = b->dlo == b->dhi;
+    if (clean) *clean = was_clean;
+    /* Taken whole and bigger than asked (a dirty block kept apart): the
+     * occupant gets the request only, so the pages past it, which earlier
+     * occupants may have written, stay the arena's to give back
+     * (arena_purge_lent) — later, with others, not one madvise now. */
+    if (a->cfg.lend && !was_clean && b->size > size) {
+        uintptr_t end = b->addr + size, stale = b->reach && b->reach <= block_end(b) ? b->reach : block_end(b);
+        b->lent = size;
+        b->reach = stale > end ? stale : end;
+    } else {
+        b->lent = 0;
+        b->reach = 0;   /* the occupant may write all of it */
+    }
     dirty_remove(a, b);
     count_block(a, b, -1);
     b->free = false;
@@ -605,6 +620,7 @@ static ablock *coalesce_clean(arena_t *a, ablock *b) {
 
 /* b is a used block in the list and the address tree. */
 static void free_block(arena_t *a, ablock *b) {
+    b->lent = 0;
     count_block(a, b, -1);
     b->free = true;
     count_block(a, b, +1);
@@ -665,23 +681,35 @@ int arena_free(arena_t *a, void *p, size_t *size) {
     return ARENA_OK;
 }
 
-uintptr_t arena_swap_reach(arena_t *a, void *p, uintptr_t reach) {
-    ablock *b = find_block(a, p);
-    if (!b || b->free) return 0;
-    uintptr_t old = b->reach;
-    b->reach = reach;
-    return old;
-}
-
 size_t arena_usable(arena_t *a, const void *p) {
     ablock *b = find_block(a, p);
+    return (b && !b->free) ? (b->lent ? b->lent : b->size) : 0;
+}
+
+size_t arena_block_size(arena_t *a, const void *p) {
+    ablock *b = find_block(a, p);
     return (b && !b->free) ? b->size : 0;
+}
+
+size_t arena_purge_lent(arena_t *a) {
+    size_t done = 0;
+    if (!a->ops.purge) return 0;
+    for (ablock *b = a->head; b; b = b->next) {
+        if (b->free || !b->lent) continue;
+        uintptr_t from = b->addr + b->lent;
+        if (b->reach <= from) continue;
+        if (a->ops.purge((void *)from, b->reach - from, a->ops.ctx) == 0) done += b->reach - from;
+        b->reach = from;
+    }
+    a->st.purged += done;
+    return done;
 }
 
 bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable) {
     ablock *b = find_block(a, p);
     if (!b || b->free) return false;
     b->reach = 0;
+    b->lent = 0;   /* the occupant may write all of what it resizes to */
     if (size == 0) size = 1;
     size_t rounded = align_up(size, a->cfg.granule);
     if (rounded < size) return false;
@@ -820,6 +848,7 @@ const char *arena_check(const arena_t *a) {
         if (b->free) {
             nfree++;
             bfree += b->size;
+            if (b->lent) return "lent: a free block";
             if (b->in_dirty_tree && !b->on_dirty) return "size tree: a clean block in the dirty tree";
             tnode *t = tree_find(b->in_dirty_tree ? a->dirty_by_size : a->by_size, b->size, b->addr);
             if (t != &b->by_size) return "size tree: free block missing";
@@ -827,6 +856,8 @@ const char *arena_check(const arena_t *a) {
             nused++;
             bused += b->size;
             if (b->on_dirty) return "dirty list: used block on it";
+            if (b->lent >= b->size && b->lent) return "lent: not less than the block";
+            if (b->lent && (b->reach < b->addr + b->lent || b->reach > block_end(b))) return "lent: reach outside the block";
         }
     }
     if (runs != a->st.regions) return "range: blocks of a range are not contiguous in the list";

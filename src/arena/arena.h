@@ -71,6 +71,13 @@ typedef struct arena_config_s {
      * between calls (frees then coalesce whole runs again).  Needs purge;
      * ignored with first_fit. */
     bool dirty_apart;
+    /* A dirty block handed out whole for a smaller request (dirty_apart's
+     * eighth) lends the occupant the request only: arena_usable says so,
+     * and the pages past it, which earlier occupants may have written, are
+     * given back by arena_purge_lent, as far as they wrote (so a block
+     * reused for ever smaller requests does not keep every occupant's last
+     * pages).  Not for a range whose usable size must be the block's. */
+    bool lend;
 } arena_config;
 
 typedef struct ablock_s ablock;
@@ -123,13 +130,14 @@ void *arena_alloc_nogrow(arena_t *a, size_t size, size_t align, size_t *usable, 
  * ARENA_DOUBLE_FREE (p lies in free space).  *size (if not NULL) gets the
  * freed block's size. */
 int arena_free(arena_t *a, void *p, size_t *size);
-/* The used block at p: records that its occupant asked for bytes up to
- * reach, and returns what the previous occupant of the same whole block
- * said (0: none, or the block was cut or merged since).  A hint for the
- * caller's purging; the engine's idea of dirty memory does not use it. */
-uintptr_t arena_swap_reach(arena_t *a, void *p, uintptr_t reach);
-/* Block size of the used block starting at p, or 0. */
+/* What the occupant of the used block at p may use (its block size, or
+ * what it was lent: cfg.lend), or 0. */
 size_t arena_usable(arena_t *a, const void *p);
+/* Block size of the used block starting at p, or 0. */
+size_t arena_block_size(arena_t *a, const void *p);
+/* cfg.lend: purges the pages past what each used block lent holds that
+ * earlier occupants may have written.  Returns the bytes purged (span). */
+size_t arena_purge_lent(arena_t *a);
 /* Resizes the used block at p in place (shrinks, or grows into a free next
  * block).  True on success, with *usable the new size. */
 bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable);

@@ -204,6 +204,13 @@ size_t os_rss_recent(void) {
     return rss;
 }
 
+size_t os_rss_now(void) {
+    size_t rss = os_rss_bytes();
+    atomic_store_explicit(&rss_cached, rss, memory_order_relaxed);
+    atomic_store_explicit(&rss_read_at, os_now_ms() | 1, memory_order_relaxed);
+    return rss;
+}
+
 size_t os_cache_room(void) {
     size_t as = os_as_free(), mem = os_memory_headroom();
     return as < mem ? as : mem;

@@ -160,6 +160,8 @@ size_t os_cache_room(void);
 void os_limits_refresh(void);
 /* os_rss_bytes(), at most 10 ms old (slow paths call it often). */
 size_t os_rss_recent(void);
+/* os_rss_bytes(), read now; os_rss_recent() returns it until it is 10 ms old. */
+size_t os_rss_now(void);
 
 /* Reclaim hooks: called when a mapping is refused, before the one retry.
  * A hook returns the bytes of memory or address space it gave back.  It

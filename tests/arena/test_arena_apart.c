@@ -5,9 +5,12 @@
  * bigger than any dirty block joins one with its free neighbours, a purged
  * block joins its clean neighbours; then a randomized run that switches
  * the mode at random (the large tier does, as it measures how blocks are
- * touched) with allocations, aligned ones, resizes, frees, purges by age
- * and by limit: after every step arena_check holds and no two live blocks
- * overlap (a page map of the range says which pages are handed out).
+ * touched) with allocations, aligned ones, resizes, frees, purges by age,
+ * by limit and of lent tails: after every step arena_check holds and no
+ * two live blocks overlap (a page map of the range says which pages are
+ * handed out).  And arena_config.lend: a dirty block taken whole for a
+ * smaller request lends the request, and arena_purge_lent gives back the
+ * rest as far as earlier occupants may have written it.
  */
 #include "engine_ops.h"
 
@@ -67,23 +70,68 @@ static void test_kept_apart(void) {
     CHECK(arena_free(&a, w, NULL) == ARENA_OK);
     CHECK(arena_free(&a, z, NULL) == ARENA_OK);
     CHECK_ARENA(&a);
-    /* The reach hint: kept with a whole block, forgotten when it is cut. */
-    w = alloc(&a, 16 * K, NULL);
-    CHECK(arena_swap_reach(&a, w, (uintptr_t)w + 5 * K) == 0);
-    CHECK(arena_swap_reach(&a, w, (uintptr_t)w + 6 * K) == (uintptr_t)w + 5 * K);
+    /* Without lend, a block taken whole is all the occupant's. */
+    w = alloc(&a, 15 * K, &u);
+    CHECK(u == 16 * K && arena_usable(&a, w) == 16 * K && arena_purge_lent(&a) == 0);
     CHECK(arena_free(&a, w, NULL) == ARENA_OK);
-    char *v = alloc(&a, 15 * K, NULL);   /* the same block, whole */
-    CHECK(v == w && arena_swap_reach(&a, v, (uintptr_t)v + 15 * K) == (uintptr_t)w + 6 * K);
-    size_t vu = 0;
-    CHECK(arena_resize(&a, v, 8 * K, &vu) && arena_swap_reach(&a, v, 0) == 0);
-    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
-    CHECK_ARENA(&a);
     /* Purged (by age), everything joins again: one clean block. */
     e.now += 1000;
     arena_collect(&a);
     CHECK_ARENA(&a);
     arena_get_stats(&a, &s);
     CHECK(s.free_blocks == 1 && s.dirty_bytes == 0 && s.free_bytes == 64 * MiB);
+    arena_destroy(&a);
+}
+
+static void test_lent(void) {
+    arena_t a;
+    fake_env e;
+    setup(&a, &e, 64 * MiB);
+    a.cfg.lend = true;
+    char *x = alloc(&a, 64 * K, NULL), *guard = alloc(&a, 16 * K, NULL);
+    /* Clean space is cut to the request: nothing lent. */
+    CHECK(arena_usable(&a, x) == 64 * K && arena_block_size(&a, x) == 64 * K);
+    CHECK(arena_free(&a, x, NULL) == ARENA_OK);
+    /* Dirty, taken whole for 60 KiB: 60 lent, the rest the arena's, all
+     * of it (nobody said how far the last occupant wrote). */
+    size_t u = 0;
+    char *w = alloc(&a, 60 * K, &u);
+    CHECK(w == x && u == 64 * K);
+    CHECK(arena_usable(&a, w) == 60 * K && arena_block_size(&a, w) == 64 * K);
+    size_t before = e.purged_bytes;
+    CHECK(arena_purge_lent(&a) == 4 * K && e.purged_bytes == before + 4 * K);
+    CHECK(arena_purge_lent(&a) == 0);   /* given back once */
+    CHECK_ARENA(&a);
+    /* Its next occupant is lent 58 KiB: only 58-60 can hold what the last
+     * one wrote. */
+    CHECK(arena_free(&a, w, NULL) == ARENA_OK);
+    char *v = alloc(&a, 58 * K, NULL);
+    CHECK(v == x && arena_usable(&a, v) == 58 * K);
+    CHECK(arena_purge_lent(&a) == 2 * K);
+    /* Between two collections the reach only grows: lent 60 KiB, then 58,
+     * 58-60 is given back (the first of them may have written it). */
+    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
+    v = alloc(&a, 60 * K, NULL);
+    CHECK(v == x && arena_usable(&a, v) == 60 * K);
+    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
+    v = alloc(&a, 58 * K, NULL);
+    CHECK(v == x && arena_purge_lent(&a) == 2 * K);
+    /* A resize makes the block all the occupant's again. */
+    size_t vu = 0;
+    CHECK(arena_resize(&a, v, 64 * K, &vu) && vu == 64 * K && arena_usable(&a, v) == 64 * K);
+    CHECK(arena_purge_lent(&a) == 0);
+    CHECK_ARENA(&a);
+    /* Written through (a whole occupant): the next lent one gives back
+     * all past its request. */
+    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
+    v = alloc(&a, 64 * K, NULL);
+    CHECK(v == x && arena_usable(&a, v) == 64 * K);
+    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
+    v = alloc(&a, 60 * K, NULL);
+    CHECK(v == x && arena_purge_lent(&a) == 4 * K);
+    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
+    CHECK(arena_free(&a, guard, NULL) == ARENA_OK);
+    CHECK_ARENA(&a);
     arena_destroy(&a);
 }
 
@@ -127,6 +175,12 @@ static void test_random(int steps) {
     for (int step = 0; step < steps; step++) {
         uint64_t r = next();
         if (r % 50 == 0) a.cfg.dirty_apart = !a.cfg.dirty_apart;
+        if (r % 89 == 0) a.cfg.lend = !a.cfg.lend;
+        if (r % 71 == 0) {
+            arena_purge_lent(&a);
+            CHECK_ARENA(&a);
+            continue;
+        }
         if (r % 97 == 0) a.cfg.dirty_limit = (r >> 20) % 2 ? SIZE_MAX : (size_t)((r >> 24) % 64) * MiB;
         if (r % 13 == 0) {
             e.now += (r >> 8) % 60;
@@ -140,7 +194,7 @@ static void test_random(int steps) {
             size_t want = (size_t)((r >> 44) % (512 * K)) + 1, u = 0;
             mark(p[i], sz[i], i, false);
             if (arena_resize(&a, p[i], want, &u)) sz[i] = u;
-            CHECK(arena_usable(&a, p[i]) == sz[i]);
+            CHECK(arena_usable(&a, p[i]) == sz[i] && arena_block_size(&a, p[i]) == sz[i]);
             mark(p[i], sz[i], i, true);
         } else if (p[i]) {
             mark(p[i], sz[i], i, false);
@@ -152,6 +206,9 @@ static void test_random(int steps) {
             p[i] = arena_alloc(&a, want, align, &u, NULL);
             if (p[i]) {
                 CHECK(u >= want && ((uintptr_t)p[i] & (align - 1)) == 0);
+                /* Lent: at least the request, at most the block. */
+                size_t lent = arena_usable(&a, p[i]);
+                CHECK(lent >= want && lent <= u && arena_block_size(&a, p[i]) == u);
                 sz[i] = u;
                 mark(p[i], u, i, true);
             }
@@ -170,6 +227,7 @@ static void test_random(int steps) {
 
 int main(void) {
     test_kept_apart();
+    test_lent();
     for (int seed = 1; seed <= 4; seed++) {
         rng = 88172645463325252ull * (uint64_t)seed;
         test_random(100000);

@@ -3,10 +3,12 @@
  * span of the tier's blocks, a freed block is kept apart while dirty, the
  * next request of about its size gets it back (its resident pages, not
  * fresh ones), and when it is handed out whole for a request up to 1/8
- * smaller, the pages past the request are given back, so the pages old
- * occupants wrote there do not pile up in live blocks (as far as the
- * previous such occupant asked for: a hint the arena keeps); a request of a
- * thread-cache class served that way is cut to its class.  Then blocks
+ * smaller, it is lent the request only (its usable size) and the pages
+ * past it are given back, not at once, by the next stale collection (as
+ * far as earlier occupants could have written), so the pages old occupants
+ * wrote there do not pile up in live blocks; realloc within the block makes
+ * all of it the program's again; a request of a thread-cache class served
+ * that way is cut to its class.  Then blocks
  * touched in full: the tier coalesces again, and a freed pair of
  * neighbours serves a request bigger than either without new pages.
  * Linked with the static library (large.h).
@@ -34,7 +36,25 @@ static size_t resident_pages(const void *p, size_t len) {
     return r;
 }
 
+/* Makes a stale collection due: the resident set grows by more than its
+ * allowance (a sixteenth of the 16 MiB cache budget this test sets) and
+ * enough blocks are freed into the stripe for a scan.  The block written
+ * stays live, so that the next call grows the resident set again. */
+static char *churn(void) {
+    char *hold = strata_malloc(4 * MiB);
+    CHECK(hold);
+    memset(hold, 1, 4 * MiB);
+    usleep(20000);   /* the resident set is read every 10 ms */
+    for (int i = 0; i < 300; i++) {
+        char *c = strata_malloc(4 * MiB);
+        CHECK(c);
+        strata_free(c);
+    }
+    return hold;
+}
+
 int main(void) {
+    CHECK(strata_option_set(STRATA_OPTION_LARGE_CACHE_MB, 16) == 0);
     /* Sparse: 4 GiB of live blocks with one page touched each. */
     enum { SPARSE = 64 };
     char *sparse[SPARSE];
@@ -53,29 +73,46 @@ int main(void) {
     strata_free(a);
     size_t want = 8 * MiB - 256 * 1024;
     char *b = strata_malloc(want);
-    /* The dirty block comes back first, whole (at most 1/8 bigger). */
+    /* The dirty block comes back first, whole (at most 1/8 bigger), lent
+     * the request. */
     CHECK(b == a);
-    CHECK(strata_malloc_usable_size(b) == 8 * MiB);
+    CHECK(strata_malloc_usable_size(b) == want);
     CHECK(b[0] == 7 && b[want - 1] == 7);   /* its own pages kept what they held */
     CHECK(resident_pages(b, want) == want / PAGE);
-    /* The part past the request was given back. */
-    CHECK(resident_pages(b + want, 8 * MiB - want) == 0);
+    /* The part past the request is not given back at once... */
+    CHECK(resident_pages(b + want, 8 * MiB - want) == (8 * MiB - want) / PAGE);
     const char *why = large_check();
     if (why) {
         fprintf(stderr, "large tier: %s\n", why);
         return 1;
     }
+    /* ...but by the next stale collection, and only that part. */
+    char *held1 = churn();
+    CHECK(resident_pages(b + want, 8 * MiB - want) == 0);
+    CHECK(resident_pages(b, want) == want / PAGE && b[want - 1] == 7);
     /* Written through its usable size, freed, and handed out whole again
-     * for a still smaller request: only what the previous occupant asked
-     * for is given back (the tier keeps that as a hint), not the rest. */
-    memset(b, 5, 8 * MiB);
+     * for a still smaller request: what the previous occupant could write
+     * past it is given back. */
+    memset(b, 5, want);
     strata_free(b);
     size_t want2 = 8 * MiB - 512 * 1024;
     char *b2 = strata_malloc(want2);
-    CHECK(b2 == b);
-    CHECK(resident_pages(b2 + want2, want - want2) == 0);
-    CHECK(resident_pages(b2 + want, 8 * MiB - want) == (8 * MiB - want) / PAGE);
+    CHECK(b2 == b && strata_malloc_usable_size(b2) == want2);
+    CHECK(resident_pages(b2 + want2, want - want2) == (want - want2) / PAGE);
+    char *held2 = churn();
+    CHECK(resident_pages(b2 + want2, 8 * MiB - want2) == 0);
+    CHECK(resident_pages(b2, want2) == want2 / PAGE && b2[want2 - 1] == 5);
+    /* realloc within the block: in place, and all of it the program's. */
+    CHECK(strata_realloc(b2, 8 * MiB) == b2 && strata_malloc_usable_size(b2) == 8 * MiB);
+    CHECK(b2[0] == 5 && b2[want2 - 1] == 5);
+    why = large_check();
+    if (why) {
+        fprintf(stderr, "large tier: %s\n", why);
+        return 1;
+    }
     strata_free(b2);
+    strata_free(held1);
+    strata_free(held2);
 
     /* A request of a thread-cache class served whole from a bigger dirty
      * block is cut to its class, so that it can be cached when freed. */
@@ -97,6 +134,8 @@ int main(void) {
     strata_free(guard);
     for (int i = 0; i < SPARSE; i++) strata_free(sparse[i]);
     strata_release();
+
+    CHECK(strata_option_set(STRATA_OPTION_LARGE_CACHE_MB, 1024) == 0);   /* the default again */
 
     /* Dense: blocks touched in full coalesce when freed, so a request
      * bigger than either of two freed neighbours reuses their pages. */
