@@ -625,20 +625,20 @@ static void sparse_forget(stripe_t *s, const void *p, size_t len) {
  * are collected together: once the resident set has grown by an allowance
  * since the stripe's last collection, its free blocks are scanned and its
  * lent tails purged, and the resident set read again.  The allowance is
- * a sixteenth of the live large bytes, and at most a sixteenth of the
- * dirty budget (STRATA_LARGE_CACHE_MB, or its share of a memory limit's
+ * an eighth of the live large bytes, and at most an eighth of the dirty
+ * budget (STRATA_LARGE_CACHE_MB, or its share of a memory limit's
  * headroom): stale pages are one more cache, kept while they may spare a
- * fault, on top of the budget's eighth.  The trade, measured on random
- * residency: at an eighth N = 256 took 0.93 s and N = 16384 peaked at
- * 625 MiB (mimalloc 490-574); at a sixteenth 1.01 s and 496 MiB; at a
- * thirty-second 1.04 s.  (b3bedaa, which gave nothing back: 0.98 s and
- * 1108 MiB at N = 256.) */
+ * fault, and an eighth is the slack the tier accepts elsewhere.  The
+ * trade, measured on random residency: at an eighth N = 256 took 0.93 s
+ * and N = 16384 peaked at 625 MiB (mimalloc 490-574); at a sixteenth
+ * 1.01-1.13 s and 496-508 MiB; at a thirty-second 1.04 s.  (b3bedaa,
+ * which gave nothing back: 0.98 s and 1108 MiB at N = 256.) */
 static size_t stale_allowance(void) {
     size_t budget = (size_t)(opt(STRATA_OPTION_LARGE_CACHE_MB) < 0 ? 0 : opt(STRATA_OPTION_LARGE_CACHE_MB)) << 20;
     size_t room = os_memory_headroom();
     if (room != SIZE_MAX && os_cache_share(room) < budget) budget = os_cache_share(room);
     size_t live = atomic_load_explicit(&used_total, memory_order_relaxed);
-    return (live < budget ? live : budget) / 16;
+    return (live < budget ? live : budget) / 8;
 }
 
 /* Under s's lock. */

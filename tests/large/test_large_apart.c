@@ -37,7 +37,7 @@ static size_t resident_pages(const void *p, size_t len) {
 }
 
 /* Makes a stale collection due: the resident set grows by more than its
- * allowance (a sixteenth of the 16 MiB cache budget this test sets) and
+ * allowance (an eighth of the 16 MiB cache budget this test sets) and
  * enough blocks are freed into the stripe for a scan.  The block written
  * stays live, so that the next call grows the resident set again. */
 static char *churn(void) {
