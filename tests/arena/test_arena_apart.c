@@ -83,6 +83,20 @@ static void test_kept_apart(void) {
     arena_destroy(&a);
 }
 
+/* The used block at v is freed and taken again (the same block) for
+ * first bytes, then for then bytes, without a collection in between; the
+ * collection after them purges purged bytes.  Returns the block. */
+static char *two_occupants(arena_t *a, char *v, size_t first, size_t then, size_t purged) {
+    char *x = v;
+    CHECK(arena_free(a, v, NULL) == ARENA_OK);
+    v = alloc(a, first, NULL);
+    CHECK(v == x && arena_usable(a, v) == first);
+    CHECK(arena_free(a, v, NULL) == ARENA_OK);
+    v = alloc(a, then, NULL);
+    CHECK(v == x && arena_usable(a, v) == then && arena_purge_lent(a) == purged);
+    return v;
+}
+
 static void test_lent(void) {
     arena_t a;
     fake_env e;
@@ -110,12 +124,7 @@ static void test_lent(void) {
     CHECK(arena_purge_lent(&a) == 2 * K);
     /* Between two collections the reach only grows: lent 60 KiB, then 58,
      * 58-60 is given back (the first of them may have written it). */
-    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
-    v = alloc(&a, 60 * K, NULL);
-    CHECK(v == x && arena_usable(&a, v) == 60 * K);
-    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
-    v = alloc(&a, 58 * K, NULL);
-    CHECK(v == x && arena_purge_lent(&a) == 2 * K);
+    v = two_occupants(&a, v, 60 * K, 58 * K, 2 * K);
     /* A resize makes the block all the occupant's again. */
     size_t vu = 0;
     CHECK(arena_resize(&a, v, 64 * K, &vu) && vu == 64 * K && arena_usable(&a, v) == 64 * K);
@@ -123,12 +132,7 @@ static void test_lent(void) {
     CHECK_ARENA(&a);
     /* Written through (a whole occupant): the next lent one gives back
      * all past its request. */
-    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
-    v = alloc(&a, 64 * K, NULL);
-    CHECK(v == x && arena_usable(&a, v) == 64 * K);
-    CHECK(arena_free(&a, v, NULL) == ARENA_OK);
-    v = alloc(&a, 60 * K, NULL);
-    CHECK(v == x && arena_purge_lent(&a) == 4 * K);
+    v = two_occupants(&a, v, 64 * K, 60 * K, 4 * K);
     CHECK(arena_free(&a, v, NULL) == ARENA_OK);
     CHECK(arena_free(&a, guard, NULL) == ARENA_OK);
     CHECK_ARENA(&a);
