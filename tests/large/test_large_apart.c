@@ -6,8 +6,9 @@
  * smaller, it is lent the request only (its usable size) and the pages
  * past it are given back, not at once, by the next stale collection (as
  * far as earlier occupants could have written), so the pages old occupants
- * wrote there do not pile up in live blocks; realloc within the block makes
- * all of it the program's again; a request of a thread-cache class served
+ * wrote there do not pile up in live blocks; strata_release() gives them
+ * back at once; realloc within the block makes all of it the program's
+ * again; a request of a thread-cache class served
  * that way is cut to its class.  Then blocks
  * touched in full: the tier coalesces again, and a freed pair of
  * neighbours serves a request bigger than either without new pages.
@@ -113,6 +114,20 @@ int main(void) {
     strata_free(b2);
     strata_free(held1);
     strata_free(held2);
+
+    /* strata_release() gives a lent tail back at once, and counts it. */
+    char *e = strata_malloc(8 * MiB), *guard3 = strata_malloc(8 * MiB);
+    CHECK(e && guard3);
+    memset(e, 3, 8 * MiB);
+    strata_free(e);
+    char *e2 = strata_malloc(want);
+    CHECK(e2 == e && strata_malloc_usable_size(e2) == want);
+    CHECK(resident_pages(e2 + want, 8 * MiB - want) == (8 * MiB - want) / PAGE);
+    CHECK(strata_release() >= 8 * MiB - want);
+    CHECK(resident_pages(e2 + want, 8 * MiB - want) == 0);
+    CHECK(resident_pages(e2, want) == want / PAGE && e2[want - 1] == 3);
+    strata_free(e2);
+    strata_free(guard3);
 
     /* A request of a thread-cache class served whole from a bigger dirty
      * block is cut to its class, so that it can be cached when freed. */
