@@ -85,7 +85,7 @@ noinline void free_remote(page_t *page, block_t *b) {
      * full page per collection, never on the plain remote push above.
      * The lock is tried while FREEING still keeps the heap alive. */
     uint32_t pushes = atomic_fetch_add_explicit(&heap->delayed_pushes, 1, memory_order_relaxed) + 1;
-    bool collect = pushes >= REMOTE_COLLECT_AFTER && heap_owner_idle(heap) && heap_trylock_remote(heap);
+    bool collect = pushes % REMOTE_COLLECT_AFTER == 0 && heap_owner_idle(heap) && heap_trylock_remote(heap);
     /* Every REMOTE_COLLECT_AFTER hand-overs the owner has not collected,
      * the next thread that needs a fresh page looks whether it sleeps and
      * its segments can be taken over (takeover.c). */

@@ -322,9 +322,10 @@ typedef struct heap_s {
     page_t *class_page[CLASS_COUNT + 1];    /* every class: page to pop from */
     page_queue_t queues[CLASS_COUNT + 2];   /* per class, and the full queue */
     _Atomic(block_t *) delayed_free;
-    /* Hand-overs to delayed_free since the heap was last collected: past
-     * REMOTE_COLLECT_AFTER the freeing thread collects for the owner (see
-     * heap_collect_remote). */
+    /* Hand-overs to delayed_free since the owner last collected them
+     * itself: every REMOTE_COLLECT_AFTER of them the freeing thread
+     * collects for an idle owner (heap_collect_remote, which leaves the
+     * count), and past that many the heap is a takeover candidate. */
     _Atomic(uint32_t) delayed_pushes;
     segment_t *segments[SEG_KINDS];          /* owned; ones with free pages first */
     uint64_t purge_due;                     /* ms: next time free pages may need purging */

@@ -12,8 +12,10 @@
  * /proc, sampled while the worker runs).  Then the main thread, awake,
  * frees the blocks it still holds in pages that are the worker's now (they
  * must go there as remote frees), the heap checks clean, and it allocates
- * and frees the same again, every block checked.  Linked statically, so
- * malloc here is Strata's. */
+ * and frees the same again, every block checked.  The same again with the
+ * main thread idle for the purge delay before the worker frees (then the
+ * worker also collects for it).  Linked statically, so malloc here is
+ * Strata's. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -108,9 +110,16 @@ static void allocate_all(void) {
     }
 }
 
-static void sleeping_threads_pages_are_reused(void) {
+static void pages_are_reused(bool idle_first) {
+    memset(replaced, 0, MAX_BLOCKS);
     allocate_all();
     main_heap = tls_heap;
+    /* Idle for the purge delay before the frees begin: the freeing thread
+     * collects for the sleeper every REMOTE_COLLECT_AFTER hand-overs, and
+     * the takeover must still see the hand-overs the sleeper never
+     * collected itself (a collection that reset their count hid it from
+     * every look: 1 run in 8 failed when the worker started late). */
+    if (idle_first) usleep(3000 * (useconds_t)strata_option_get(STRATA_OPTION_PURGE_DELAY_MS) + 1000);
     uint64_t taken_before = atomic_load(&takeover_segments);
     rss_start = rss_peak = rss_now();
     atomic_store(&main_tid, os_thread_id());
@@ -124,6 +133,9 @@ static void sleeping_threads_pages_are_reused(void) {
     CHECK(taken > 0);
     CHECK(grew < TOTAL / 8 * 7 / 2);
 }
+
+static void sleeping_threads_pages_are_reused(void) { pages_are_reused(false); }
+static void idle_sleepers_pages_are_reused(void) { pages_are_reused(true); }
 
 /* The main thread's blocks left in the pages taken over: its frees reach
  * their new owner (as remote frees: the page is the worker's), and the
@@ -198,6 +210,8 @@ int main(void) {
     CHECK(blocks != NULL && sizes != NULL && replaced != NULL);
     RUN(a_blocked_thread_is_told);
     RUN(sleeping_threads_pages_are_reused);
+    RUN(woken_owner_frees_into_taken_pages);
+    RUN(idle_sleepers_pages_are_reused);
     RUN(woken_owner_frees_into_taken_pages);
     free(blocks);
     free(sizes);
