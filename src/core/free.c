@@ -85,11 +85,12 @@ noinline void free_remote(page_t *page, block_t *b) {
      * full page per collection, never on the plain remote push above.
      * The lock is tried while FREEING still keeps the heap alive. */
     uint32_t pushes = atomic_fetch_add_explicit(&heap->delayed_pushes, 1, memory_order_relaxed) + 1;
-    bool collect = pushes % REMOTE_COLLECT_AFTER == 0 && heap_owner_idle(heap) && heap_trylock_remote(heap);
+    bool due = pushes % REMOTE_COLLECT_AFTER == 0;
+    bool collect = due && heap_owner_idle(heap) && heap_trylock_remote(heap);
     /* Every REMOTE_COLLECT_AFTER hand-overs the owner has not collected,
      * the next thread that needs a fresh page looks whether it sleeps and
      * its segments can be taken over (takeover.c). */
-    if (pushes % REMOTE_COLLECT_AFTER == 0) atomic_store_explicit(&takeover_hint, 1, memory_order_relaxed);
+    if (due) atomic_store_explicit(&takeover_hint, 1, memory_order_relaxed);
     tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, (tf & ~(uintptr_t)3) | DELAY_NORMAL,
                                                   memory_order_release, memory_order_relaxed)) {

@@ -265,6 +265,21 @@ static int region_purge(void *addr, size_t len, void *ctx) {
 
 static _Atomic(size_t) used_total;   /* bytes in live large blocks */
 
+/* STRATA_LARGE_CACHE_MB in bytes. */
+static size_t cache_option_bytes(void) {
+    long mb = opt(STRATA_OPTION_LARGE_CACHE_MB);
+    return (size_t)(mb < 0 ? 0 : mb) << 20;
+}
+
+/* bytes, at most os_cache_share of the memory limit's headroom with extra
+ * bytes counted as headroom too (no limit: bytes). */
+static size_t headroom_capped(size_t bytes, size_t extra) {
+    size_t room = os_memory_headroom();
+    if (room == SIZE_MAX) return bytes;
+    size_t share = os_cache_share(room + extra);
+    return share < bytes ? share : bytes;
+}
+
 /* The dirty budget: STRATA_LARGE_CACHE_MB, or an eighth of the live large
  * bytes when that is more, so a program with a big footprint is not made
  * to purge and fault again on every free, while its RSS stays within
@@ -274,8 +289,7 @@ static _Atomic(size_t) used_total;   /* bytes in live large blocks */
  * either tier, finds most of the room free.  (A flat quarter let a 256 MiB
  * cgroup's waves of 200 MiB peak 14 MiB above glibc.) */
 static size_t cache_limit(const stripe_t *s) {
-    long mb = opt(STRATA_OPTION_LARGE_CACHE_MB);
-    size_t all = (size_t)(mb < 0 ? 0 : mb) << 20;
+    size_t all = cache_option_bytes();
     /* Live bytes are address space: blocks touched in part (sparse arrays,
      * over-allocated buffers) would make an eighth of them far more than
      * an eighth of what is resident, so the resident set bounds them. */
@@ -283,10 +297,9 @@ static size_t cache_limit(const stripe_t *s) {
     size_t rss = os_rss_recent();
     if (rss && rss < live) live = rss;
     live /= 8;
-    if (mb > 0 && live > all) all = live;
+    if (all > 0 && live > all) all = live;
     size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
-    size_t room = os_memory_headroom();
-    if (room != SIZE_MAX && os_cache_share(room + dirty) < all) all = os_cache_share(room + dirty);
+    all = headroom_capped(all, dirty);
     /* The arenas count dirty bytes as address span (a freed block may
      * have been touched anywhere), but what the budget bounds is resident
      * bytes, and those are at most the process's resident set: while all
@@ -634,9 +647,7 @@ static void sparse_forget(stripe_t *s, const void *p, size_t len) {
  * 1.01-1.13 s and 496-508 MiB; at a thirty-second 1.04 s.  (b3bedaa,
  * which gave nothing back: 0.98 s and 1108 MiB at N = 256.) */
 static size_t stale_allowance(void) {
-    size_t budget = (size_t)(opt(STRATA_OPTION_LARGE_CACHE_MB) < 0 ? 0 : opt(STRATA_OPTION_LARGE_CACHE_MB)) << 20;
-    size_t room = os_memory_headroom();
-    if (room != SIZE_MAX && os_cache_share(room) < budget) budget = os_cache_share(room);
+    size_t budget = headroom_capped(cache_option_bytes(), 0);
     size_t live = atomic_load_explicit(&used_total, memory_order_relaxed);
     return (live < budget ? live : budget) / 8;
 }

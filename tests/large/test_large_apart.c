@@ -24,18 +24,10 @@
 #include <strata.h>
 
 #include "large/large.h"
+#include "tier_check.h"
 
 #define MiB ((size_t)1 << 20)
 #define PAGE ((size_t)4096)
-
-static size_t resident_pages(const void *p, size_t len) {
-    static unsigned char vec[16384];
-    size_t n = len / PAGE, r = 0;
-    CHECK(n <= sizeof vec);
-    CHECK(mincore((void *)p, len, vec) == 0);
-    for (size_t i = 0; i < n; i++) r += vec[i] & 1;
-    return r;
-}
 
 /* Makes a stale collection due: the resident set grows by more than its
  * allowance (an eighth of the 16 MiB cache budget this test sets) and
@@ -82,11 +74,7 @@ int main(void) {
     CHECK(resident_pages(b, want) == want / PAGE);
     /* The part past the request is not given back at once... */
     CHECK(resident_pages(b + want, 8 * MiB - want) == (8 * MiB - want) / PAGE);
-    const char *why = large_check();
-    if (why) {
-        fprintf(stderr, "large tier: %s\n", why);
-        return 1;
-    }
+    CHECK_TIER();
     /* ...but by the next stale collection, and only that part. */
     char *held1 = churn();
     CHECK(resident_pages(b + want, 8 * MiB - want) == 0);
@@ -106,11 +94,7 @@ int main(void) {
     /* realloc within the block: in place, and all of it the program's. */
     CHECK(strata_realloc(b2, 8 * MiB) == b2 && strata_malloc_usable_size(b2) == 8 * MiB);
     CHECK(b2[0] == 5 && b2[want2 - 1] == 5);
-    why = large_check();
-    if (why) {
-        fprintf(stderr, "large tier: %s\n", why);
-        return 1;
-    }
+    CHECK_TIER();
     strata_free(b2);
     strata_free(held1);
     strata_free(held2);

@@ -25,15 +25,6 @@
 #include "common/procfs.h"
 #include "tier_check.h"
 
-static size_t resident_pages(const void *p, size_t len) {
-    static unsigned char vec[4096];
-    size_t n = len / PAGE, r = 0;
-    CHECK(n <= sizeof vec);
-    CHECK(mincore((void *)p, len, vec) == 0);
-    for (size_t i = 0; i < n; i++) r += vec[i] & 1;
-    return r;
-}
-
 static size_t rss_bytes(void) {
     size_t r = proc_kib("/proc/self/status", "VmRSS:");
     CHECK(r > 0);
