@@ -1,4 +1,5 @@
-# strata-libs: what `make` and `make install` build (the libraries, the tools);
+# strata-libs: what `make` and `make install` build (the libraries, the PMPI
+# libraries when an MPI compiler is found, the tools);
 # strata-bench-programs: that and every target under bench/ (`make bench`).
 # The tests are built only by the default target (`make test`).
 function(strata_targets_below dir out)
@@ -15,6 +16,9 @@ add_custom_target(strata-libs)
 add_dependencies(strata-libs strata strata_static strata_override_object)
 if(TARGET strata_secure)   # installed too: `make install` needs it built
   add_dependencies(strata-libs strata_secure)
+endif()
+if(TARGET strata_mpi)      # the PMPI library, for each MPI compiler found
+  add_dependencies(strata-libs strata_mpi)
 endif()
 if(TARGET strata-trace)
   strata_targets_below(${CMAKE_SOURCE_DIR}/tools tool_targets)

@@ -105,7 +105,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_HUGEPAGES,        /* STRATA_HUGEPAGES_NEVER|AUTO|ALWAYS */
     STRATA_OPTION_NUMA,             /* STRATA_NUMA_OFF|LOCAL|INTERLEAVE */
     STRATA_OPTION_ON_ERROR,         /* STRATA_ON_ERROR_ABORT|WARN */
-    STRATA_OPTION_CHECK,            /* 0|1: full double-free and invalid-free checks */
+    STRATA_OPTION_CHECK,            /* 0|1: live bits and a canary after every block (overflows caught at free) */
     STRATA_OPTION_LARGE_CACHE_MB,   /* MiB of freed large blocks kept for reuse */
     STRATA_OPTION_LARGE_PURGE_DELAY_MS, /* ms freed large blocks keep their pages */
     STRATA_OPTION_LARGE_FIT,        /* STRATA_LARGE_FIT_BEST|FIRST (first: for comparison only) */

@@ -1,7 +1,7 @@
 /* tree.h — an intrusive balanced search tree (a treap) keyed by a pair of
- * 64-bit numbers compared in order.  The arena keeps two of them: free
- * blocks by (size, address) for best fit, and every block by (address, 0)
- * to validate frees without reading the managed memory.
+ * 64-bit numbers compared in order.  The arena keeps its free blocks in
+ * them by (size, address), for best fit (clean and dirty apart); the
+ * address index that validates frees is addrmap.h.
  *
  * A treap keeps itself balanced with a random priority per node (here a
  * hash of the node's address, so runs are reproducible); its expected depth

@@ -396,8 +396,7 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
  * their share of the headroom (os_cache_share).  The headroom counts what
  * the other tier has just taken (os_memory_note_fresh), so this notices at
  * once that a program which moved on to large blocks needs the room its
- * free small pages hold.  (h-cgroup, issue 9; kept small: a lifecycle
- * question.) */
+ * free small pages hold.  (Kept small: a lifecycle question.) */
 static bool heap_over_room(heap_t *heap) {
     if (os_memory_limit() == SIZE_MAX) return false;
     size_t held = (size_t)(heap_count_kept(heap) + segment_count_dirty(heap)) << MEDIUM_PAGE_SHIFT;

@@ -1,6 +1,6 @@
 /* internal.h — the core allocator's data structures: blocks, pages,
  * segments and thread-local heaps, and the few inline helpers the fast
- * paths share.  Layering: core uses large, segmap, stats, options and os;
+ * paths share.  Layering: core uses large, storage, segmap, stats, options and os;
  * nothing below core includes this file.
  */
 #ifndef STRATA_CORE_INTERNAL_H

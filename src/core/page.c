@@ -577,9 +577,8 @@ static void page_give_back_emptied(heap_t *heap, page_queue_t *q, page_t *page) 
  * Taking the fullest page every time drained as well but cost Larson-1
  * 2.3 times the instructions (a walk of every page, and a search after
  * every few blocks); passing over sparse pages stops at the first fuller
- * one and leaves the search rate as it was (+1 %).  (h-churn, issue 14:
- * with the adopted heap's peak reset in heap.c, thread-churn peak RSS
- * 38 -> 30 MiB, Larson-8 63 -> 50 MiB, load 30-40.) */
+ * one and leaves the search rate as it was (+1 %).  (With the adopted heap's peak reset in heap.c:
+ * thread-churn peak RSS 38 -> 30 MiB, Larson-8 63 -> 50 MiB.) */
 page_t *page_find_free(heap_t *heap, uint32_t cls) {
     page_queue_t *q = &heap->queues[cls];
     int node = numa_heap_node(heap);

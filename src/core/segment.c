@@ -2,7 +2,7 @@
  * abandoned list), handing out their pages, taking pages back, purging
  * idle pages, and abandoning/adopting segments of exited threads.
  *
- * Locks (taken in this order at fork, see src/init/fork.c):
+ * Locks (taken in this order at fork, see src/core/fork.c):
  *   abandoned_lock  the list of abandoned segments
  *   cache_lock      the cache of empty segments
  */
@@ -156,7 +156,7 @@ static page_t *segment_page_at(const void *seg, size_t granule) {
  *    4 MiB, and one that uses many holds at most twice what it uses;
  *  - when the limit refuses that, halved down to SEGMENT_MIN_EXTENT, so
  *    the last address space below the limit still holds pages, where a
- *    4 MiB unit no longer fits (it used to be left unused: issue 9).
+ *    4 MiB unit no longer fits (it used to be left unused).
  * The extent never changes while the segment is mapped (the chunk's tail
  * may hold someone else's mapping by then).  The whole chunk stays marked
  * in the segment map; the page map sends its tail to page_foreign. */

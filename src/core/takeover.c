@@ -1,6 +1,6 @@
 /* takeover.c — a thread that allocates takes over the segments of a heap
  * whose thread sleeps, so the free space in that heap's partly used pages
- * is reused instead of fresh memory (issue 9).
+ * is reused instead of fresh memory.
  *
  * The case: a thread allocates a structure, then blocks (Larson's main
  * thread in pthread_join, a producer on a full queue) while other threads

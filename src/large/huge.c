@@ -25,7 +25,7 @@
  * otherwise up to 2 MiB at the start of each block stays on 4 KiB pages,
  * and that head is exactly where a program's messages of 1-2 MiB sit (a
  * 1 MiB message from the start of a 16 MiB buffer went to the kernel's
- * single copy on 4 KiB pages, issue 11).  The gap before an aligned block
+ * single copy on 4 KiB pages).  The gap before an aligned block
  * stays a free block of the arena, for smaller requests.
  */
 #include "large.h"

@@ -1,8 +1,7 @@
 /* large.h — the large-object tier: every request of STRATA_LARGE_THRESHOLD
  * bytes or more, and every alignment the size-class heaps cannot serve.
  * The core calls only these functions; how blocks are placed behind them
- * (direct mappings with a cache, or the best-fit arena) is the tier's
- * business.  All functions are thread-safe.
+ * (the best-fit arena, in stripes) is the tier's business.  All functions are thread-safe.
  */
 #ifndef STRATA_LARGE_H
 #define STRATA_LARGE_H
@@ -86,7 +85,7 @@ size_t large_huge_align(size_t size, size_t align, bool zero);
 /* Whether size bytes at p (the start of a large block) are placed on huge
  * pages as far as Strata knows (the kernel may still have fallen back). */
 bool large_huge_backed(const void *p, size_t size);
-/* fork handlers (lock order: see src/init/fork.c). */
+/* fork handlers (lock order: see src/core/fork.c). */
 void large_fork_prepare(void);
 void large_fork_parent(void);
 void large_fork_child(void);

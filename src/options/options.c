@@ -58,7 +58,7 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
     {"NUMA", KIND_ENUM, STRATA_NUMA_LOCAL, 0, 2, numa_words, "NUMA placement: off, local, interleave"},
     {"ON_ERROR", KIND_ENUM, STRATA_ON_ERROR_ABORT, 0, 1, err_words,
      "on an invalid or double free: abort, or warn and go on"},
-    {"CHECK", KIND_BOOL, 0, 0, 1, NULL, "full double-free and invalid-free checks (slower)"},
+    {"CHECK", KIND_BOOL, 0, 0, 1, NULL, "a live bit per 8 bytes and a canary after every block: overflows caught at free/realloc (slower)"},
     {"LARGE_CACHE_MB", KIND_MIB, 1024, 0, 1L << 20, NULL, "MiB of freed large blocks kept for reuse"},
     {"LARGE_PURGE_DELAY_MS", KIND_INT, 1000, -1, 3600 * 1000, NULL,
      "ms freed large blocks keep their pages (0: at once, -1: never)"},

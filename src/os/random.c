@@ -1,5 +1,5 @@
 /* random.c — a secret per process, for the keys that guard free-list links
- * (src/core/block.h).  getrandom(2) when the kernel has it; otherwise a mix
+ * (src/core/internal.h).  getrandom(2) when the kernel has it; otherwise a mix
  * of the clock, addresses and the pid, which is weaker but never blocks or
  * allocates, since this runs inside the first malloc.
  */

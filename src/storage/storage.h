@@ -1,4 +1,4 @@
-/* storage.h — storage-backed memory (SBMA, issue 10): the shared state of
+/* storage.h — storage-backed memory (SBMA): the shared state of
  * the part and the functions its files offer each other.
  *
  * The design in one paragraph.  Strata reserves one large range of address
@@ -222,7 +222,7 @@ int sb_fault(size_t g, bool write);
 int sb_ensure_init(void);
 /* The auto budget: the memory limit (STRATA_MEMORY_LIMIT, the cgroup) or
  * the machine's memory, less headroom.  A private reader, to be unified
- * with os_memory_limit() (issue 9). */
+ * with os_memory_limit(). */
 size_t sb_auto_budget(void);
 size_t sb_physical_memory(void);
 

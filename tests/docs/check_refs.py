@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""check_refs.py ROOT — the text cannot drift from the code.
+
+Every file path named in README.md, docs/*.md and the comments of src/,
+include/, mpi/ and tools/ must exist; every function or option named in
+them that looks like one of Strata's (a strata_/STRATA_ name, or a name()
+with an underscore) must occur in the code; and none of that text names an
+issue or a development stop, which mean nothing to a reader of the code.
+docs/notes/ is the development record and is exempt from the last rule.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
+CODE_DIRS = ("src", "include", "mpi", "tools", "bench", "tests", "scripts", "cmake")
+TOP_DIRS = ("src", "include", "tests", "tools", "bench", "docs", "scripts", "mpi", "cmake")
+PATH_RE = re.compile(r"(?<![\w./-])((?:%s)/[A-Za-z0-9_.+/-]*[A-Za-z0-9_+/])" % "|".join(TOP_DIRS))
+CALL_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*_[A-Za-z0-9_]*)\(\)")
+OPT_RE = re.compile(r"\b((?:strata|STRATA)_[A-Za-z0-9_]*[A-Za-z0-9])\b")
+ISSUE_RE = re.compile(r"\b(?:[Ii]ssue|task) #?\d+\b|\bstop \d+\b|\bh-[a-z]+(?:-[a-z]+)*\b(?= branch)")
+COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+# Trees produced by a build or a run, named in docs as where output lands.
+GENERATED = ("bench/runs", "build", "bench/results/latest")
+
+
+def rel(p):
+    return os.path.relpath(p, ROOT)
+
+
+def walk(dirs, exts):
+    for d in dirs:
+        for base, subdirs, files in os.walk(os.path.join(ROOT, d)):
+            subdirs[:] = [s for s in subdirs if not s.startswith(".") and s != "__pycache__"]
+            for f in files:
+                if f.endswith(exts):
+                    yield os.path.join(base, f)
+
+
+def comments(text):
+    """The comments of a C file, with their line numbers."""
+    out = []
+    for m in COMMENT_RE.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        for i, part in enumerate(m.group(0).split("\n")):
+            out.append((line + i, part))
+    return out
+
+
+def identifiers():
+    names = set()
+    for path in walk(CODE_DIRS, (".c", ".h", ".cc", ".cpp", ".py", ".sh", ".txt", ".cmake", ".in")):
+        with open(path, errors="replace") as f:
+            text = f.read()
+        if path.endswith((".c", ".h", ".cc", ".cpp")):
+            text = COMMENT_RE.sub(" ", text)  # a name only a comment uses does not exist
+        names.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    # The options table names each option without its STRATA_ prefix.
+    with open(os.path.join(ROOT, "src/options/options.c"), errors="replace") as f:
+        names.update("STRATA_" + n for n in re.findall(r'\{"([A-Z][A-Z0-9_]*)"', f.read()))
+    for extra in ("Makefile", "CMakeLists.txt"):
+        with open(os.path.join(ROOT, extra), errors="replace") as f:
+            names.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", f.read()))
+    return names
+
+
+def path_ok(p):
+    p = p.rstrip("/.")
+    if any(p == g or p.startswith(g + "/") for g in GENERATED):
+        return True
+    if os.path.exists(os.path.join(ROOT, p)):
+        return True
+    # "src/core/heap" for heap.c/heap.h, "tools/strata-replay" for its source folder.
+    return any(os.path.exists(os.path.join(ROOT, p + ext)) for ext in (".c", ".h", ".py", ".sh", ".md"))
+
+
+def main():
+    known = identifiers()
+    problems = []
+    texts = []  # (file, line, text, is_user_doc)
+    for path in [os.path.join(ROOT, "README.md")] + sorted(walk(("docs",), (".md",))):
+        notes = rel(path).startswith("docs/notes/")
+        with open(path, errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                texts.append((path, n, line, not notes))
+    for path in sorted(walk(("src", "include", "mpi", "tools"), (".c", ".h", ".cc"))):
+        with open(path, errors="replace") as f:
+            for n, line in comments(f.read()):
+                texts.append((path, n, line, True))
+    for path, n, line, user in texts:
+        where = "%s:%d" % (rel(path), n)
+        for m in PATH_RE.finditer(line):
+            if not path_ok(m.group(1)):
+                problems.append("%s: names %s, which does not exist" % (where, m.group(1)))
+        for name in set(CALL_RE.findall(line)) | set(OPT_RE.findall(line)):
+            if name not in known and not name.endswith("_"):
+                problems.append("%s: names %s, found nowhere in the code" % (where, name))
+        if user:
+            m = ISSUE_RE.search(line)
+            if m:
+                problems.append("%s: names %r (say what, not which issue)" % (where, m.group(0)))
+    for p in problems:
+        print(p)
+    print("check_refs: %d problem(s) in %d lines read" % (len(problems), len(texts)))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
