@@ -5,6 +5,7 @@
  * ops.meta_map.
  */
 #include "arena.h"
+#include "../os/assert.h"
 
 #include <errno.h>
 #include <string.h>
@@ -190,6 +191,23 @@ static void count_block(arena_t *a, ablock *b, int sign) {
     }
 }
 
+/* The debug build (STRATA_DEBUG) checks the whole arena (arena_check: the
+ * list, the trees' order, coalescing, the counters, the dirty list) after
+ * each change while it holds few blocks, and once every blocks/16 changes
+ * when it holds more: a constant cost per operation, amortised, so a
+ * debug run with thousands of blocks stays usable. */
+#if defined(STRATA_DEBUG)
+static void debug_check(arena_t *a) {
+    size_t blocks = a->st.used_blocks + a->st.free_blocks;
+    if (++a->debug_changes < blocks / 16) return;
+    a->debug_changes = 0;
+    const char *why = arena_check(a);
+    if (why) strata_assert_fail(why, __FILE__, __LINE__);
+}
+#else
+#define debug_check(a) ((void)0)
+#endif
+
 /* Purges the whole pages of a free block's dirty extent and takes it off
  * the list.  It reads as zero afterwards only if no partial page was left
  * at either end; otherwise it keeps its extent (for zeroing) but is not
@@ -283,6 +301,7 @@ int arena_add_range(arena_t *a, void *base, size_t len, bool grown, bool committ
     addr_insert(a, b);
     size_insert(a, b);
     count_block(a, b, +1);
+    debug_check(a);
     return 0;
 }
 
@@ -533,11 +552,15 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
 }
 
 void *arena_alloc(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean) {
-    return alloc_impl(a, size, align, usable, clean, true);
+    void *p = alloc_impl(a, size, align, usable, clean, true);
+    debug_check(a);
+    return p;
 }
 
 void *arena_alloc_nogrow(arena_t *a, size_t size, size_t align, size_t *usable, bool *clean) {
-    return alloc_impl(a, size, align, usable, clean, false);
+    void *p = alloc_impl(a, size, align, usable, clean, false);
+    debug_check(a);
+    return p;
 }
 
 /* ---- Free and coalescing ------------------------------------------------ */
@@ -678,6 +701,7 @@ int arena_free(arena_t *a, void *p, size_t *size) {
     if (size) *size = b->size;
     free_block(a, b);
     a->st.frees++;
+    debug_check(a);
     return ARENA_OK;
 }
 
@@ -702,10 +726,19 @@ size_t arena_purge_lent(arena_t *a) {
         b->reach = from;
     }
     a->st.purged += done;
+    debug_check(a);
     return done;
 }
 
+static bool resize_impl(arena_t *a, void *p, size_t size, size_t *usable);
+
 bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable) {
+    bool done = resize_impl(a, p, size, usable);
+    debug_check(a);
+    return done;
+}
+
+static bool resize_impl(arena_t *a, void *p, size_t size, size_t *usable) {
     ablock *b = find_block(a, p);
     if (!b || b->free) return false;
     b->reach = 0;
@@ -783,6 +816,7 @@ size_t arena_collect(arena_t *a) {
     uint64_t now = now_ms(a);
     while (a->dirty_head && a->dirty_head->freed_ms + (uint64_t)a->cfg.purge_delay_ms <= now)
         done += purge_block(a, a->dirty_head);
+    debug_check(a);
     return done;
 }
 
@@ -793,6 +827,7 @@ size_t arena_purge_oldest(arena_t *a, size_t bytes) {
         took += a->dirty_head->dhi - a->dirty_head->dlo;
         purge_block(a, a->dirty_head);
     }
+    debug_check(a);
     return took;
 }
 
@@ -806,6 +841,7 @@ size_t arena_release(arena_t *a) {
         ablock *b = r->grown ? find_block(a, (void *)r->base) : NULL;
         if (b && b->free && b->size == r->end - r->base) done += give_back(a, r, b);
     }
+    debug_check(a);
     return done;
 }
 

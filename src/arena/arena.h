@@ -106,6 +106,7 @@ typedef struct arena_s {
     void *pool_free;                /* free metadata units */
     void *pool_chunks;              /* chunks the units come from */
     arena_stats st;
+    size_t debug_changes;           /* STRATA_DEBUG: changes since the last full check */
 } arena_t;
 
 /* Result codes of arena_free. */

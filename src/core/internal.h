@@ -13,6 +13,7 @@
 
 #include "../../include/strata.h"
 #include "../options/options.h"
+#include "../os/assert.h"
 #include "../os/os.h"
 #include "../segmap/segmap.h"
 #include "size_class.h"
@@ -47,13 +48,6 @@
 #define RELAXED_LOAD(x) (x)
 #endif
 
-/* Internal invariants: checked in the debug build (make debug, STRATA_DEBUG),
- * free in a release build. */
-#if defined(STRATA_DEBUG)
-#define strata_assert(c) ((c) ? (void)0 : strata_fatal("assertion failed: %s (%s:%d)", #c, __FILE__, __LINE__))
-#else
-#define strata_assert(c) ((void)0)
-#endif
 
 #if defined(STRATA_NO_OVERRIDE)
 #define STRATA_TLS __thread

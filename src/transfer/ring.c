@@ -6,6 +6,7 @@
  * touch no line the other end writes.
  */
 #include "chan.h"
+#include "../os/assert.h"
 
 #include <string.h>
 
@@ -37,8 +38,12 @@ int ring_reserve(strata_chan *c, uint64_t n, const char *what) {
     return 0;
 }
 
+/* Indices only grow; the producer's head runs at most the ring's size
+ * ahead of the tail it saw, and the consumer's tail never passes the head
+ * it saw.  (Checked in the debug build: ring_reserve made the room.) */
 uint64_t ring_put(ring_t *r, const chan_rec *rec, const void *src, uint64_t len) {
     uint64_t head = r->pos;
+    strata_assert(head - r->seen <= r->size && r->size - (head - r->seen) >= CHAN_REC + CHAN_PAD(len));
     copy_in(r, head, rec, CHAN_REC);
     if (len) copy_in(r, head + CHAN_REC, src, len);
     r->pos = head + CHAN_REC + CHAN_PAD(len);
@@ -69,6 +74,7 @@ void ring_copy_out(const ring_t *r, uint64_t off, void *dst, uint64_t n) {
 }
 
 void ring_pop(ring_t *r, uint64_t len) {
+    strata_assert(r->seen - r->pos >= CHAN_REC + CHAN_PAD(len) && r->seen - r->pos <= r->size);
     r->pos += CHAN_REC + CHAN_PAD(len);
     atomic_store_explicit(&r->lane->tail, r->pos, memory_order_release);
 }
