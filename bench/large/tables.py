@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tables.py — the markdown tables of bench/large/RESULTS-large.md from the
+"""tables.py — the markdown tables of docs/notes/large.md ("Large-object tier: measured results") from the
 harness's results.csv (medians over the runs that passed):
 
     bench/large/tables.py RESULTS.csv > tables.md

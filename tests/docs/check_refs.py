@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """check_refs.py ROOT — the text cannot drift from the code.
 
-Every file path named in README.md, docs/*.md and the comments of src/,
+Every file path named in README.md, docs/, the READMEs of bench/, tools/,
+tests/ and the comments of src/,
 include/, mpi/ and tools/ must exist; every function or option named in
 them that looks like one of Strata's (a strata_/STRATA_ name, or a name()
 with an underscore) must occur in the code; and none of that text names an
@@ -21,7 +22,7 @@ OPT_RE = re.compile(r"\b((?:strata|STRATA)_[A-Za-z0-9_]*[A-Za-z0-9])\b")
 ISSUE_RE = re.compile(r"\b(?:[Ii]ssue|task) #?\d+\b|\bstop \d+\b|\bh-[a-z]+(?:-[a-z]+)*\b(?= branch)")
 COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 # Trees produced by a build or a run, named in docs as where output lands.
-GENERATED = ("bench/runs", "build", "bench/results/latest")
+GENERATED = ("bench/runs", "build", "bench/results/latest", "bench/.venv", "bench/.peers")
 
 
 def rel(p):
@@ -78,7 +79,8 @@ def main():
     known = identifiers()
     problems = []
     texts = []  # (file, line, text, is_user_doc)
-    for path in [os.path.join(ROOT, "README.md")] + sorted(walk(("docs",), (".md",))):
+    readmes = sorted(walk(("bench", "tools", "tests", "mpi", "scripts"), ("README.md",)))
+    for path in [os.path.join(ROOT, "README.md")] + sorted(walk(("docs",), (".md",))) + readmes:
         notes = rel(path).startswith("docs/notes/")
         with open(path, errors="replace") as f:
             for n, line in enumerate(f, 1):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """summarize.py — pools one or more results.csv files written by bench/run-bench
-for this suite and prints the markdown tables of RESULTS-mapreduce.md: medians
+for this suite and prints the markdown tables of docs/notes/workloads.md ("MapReduce-on-SMP workloads"): medians
 of wall time, of the MapReduce phase alone (the programs' mr_seconds metric,
 which leaves out data generation and the serial reference), of that phase's
 CPU time (mr_cpu_seconds, when the programs printed it) and of peak RSS, per
