@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include "../options/options.h"
 #include "../os/os.h"
 #include "../os/os_storage.h"
 #include "storage.h"
@@ -141,6 +142,19 @@ static size_t evict_some(size_t need) {
     return done + behind;
 }
 
+static _Atomic int over_said;
+
+/* A load found nothing to evict and went over the budget: counted, and
+ * said once (not after a failed write-back, which says so itself). */
+static void went_over(void) {
+    atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
+    uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
+    if ((stalled && os_now_ms() < stalled) || atomic_exchange(&over_said, 1)) return;
+    strata_message("strata: storage-backed memory: nothing can be evicted (%zu KiB pinned of a %zu KiB budget); "
+                   "loads go over the budget (counted in sb_over_budget)\n",
+                   (atomic_load(&sb.pinned) << sb.gran_shift) >> 10, (sb.budget_pages << sb.gran_shift) >> 10);
+}
+
 /* The group's share of the work: the total is the gate. */
 static void group_take(size_t n) {
     size_t bytes = n << sb.gran_shift;
@@ -186,7 +200,7 @@ static void group_take(size_t n) {
     }
     atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
     sb_group_add((int64_t)bytes);
-    atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
+    went_over();
 }
 
 /* ---- the cleaner -------------------------------------------------------- */
@@ -279,6 +293,10 @@ void sb_budget_take(size_t n) {
          * they can go); other threads may be writing back what they
          * took; only when that does not help either, go over. */
         if (atomic_load_explicit(&sb.ra_inflight, memory_order_relaxed) && sb_ra_settle_all() > 0) continue;
+        /* No other load in flight: nothing will become evictable by
+         * waiting (the budget is pinned, or this thread's own run holds
+         * it).  Go over now: waiting here spun on every such fault. */
+        if (atomic_load_explicit(&sb.loading, memory_order_acquire) == 0) break;
         /* Other threads' loads in progress hold what is not evictable yet
          * (eight threads of budget/8 runs: all of it); they become
          * evictable when they land.  So wait for a while of wall time, not
@@ -293,7 +311,7 @@ void sb_budget_take(size_t n) {
         break;
     }
     atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
-    atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
+    went_over();
 }
 
 size_t sb_evict_range(size_t from, size_t to, bool include_pinned) {
