@@ -142,14 +142,12 @@ static size_t evict_some(size_t need) {
     return done + behind;
 }
 
-static _Atomic int over_said;
-
 /* A load found nothing to evict and went over the budget: counted, and
- * said once (not after a failed write-back, which says so itself). */
+ * said once per init (not after a failed write-back, which says so itself). */
 static void went_over(void) {
     atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
     uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
-    if ((stalled && os_now_ms() < stalled) || atomic_exchange(&over_said, 1)) return;
+    if ((stalled && os_now_ms() < stalled) || atomic_exchange(&sb.over_said, 1)) return;
     strata_message("strata: storage-backed memory: nothing can be evicted (%zu KiB pinned of a %zu KiB budget); "
                    "loads go over the budget (counted in sb_over_budget)\n",
                    (atomic_load(&sb.pinned) << sb.gran_shift) >> 10, (sb.budget_pages << sb.gran_shift) >> 10);

@@ -243,6 +243,7 @@ static int setup(const strata_sb_config *c) {
     atomic_store(&sb.resident, 0);
     atomic_store(&sb.pinned, 0);
     atomic_store(&sb.loading, 0);
+    atomic_store(&sb.over_said, 0);
     /* Statistics are those of this init (a shutdown and init start over). */
     atomic_store(&sb.bytes_written, 0);
     atomic_store(&sb.bytes_read, 0);

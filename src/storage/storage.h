@@ -88,6 +88,7 @@ typedef struct sb_state_s {
     _Atomic size_t resident;    /* granules resident or being loaded */
     _Atomic size_t pinned;      /* granules acquired (PIN), and those an acquire in progress has counted */
     _Atomic int loading;        /* faults between taking their budget and unlocking their run */
+    _Atomic int over_said;      /* a load went over the budget and it was said (budget.c) */
     _Atomic size_t hand;        /* the eviction clock */
     _Atomic size_t hiwater;     /* no block beyond this granule */
     _Atomic uint64_t stalled_until; /* ms: a write-back failed, eviction waits till then */
