@@ -153,45 +153,50 @@ static int sum_of(const int counts[], MPI_Comm comm) {
     return sum;
 }
 
+/* A blocking call's buffers: the one it reads and the one it writes
+ * (count 0 or NULL: none), pinned for the call. */
+typedef struct {
+    const void *sbuf, *rbuf;
+    size_t ns, nr;
+} call_pins;
+
+static call_pins begin(const void *sbuf, int scount, MPI_Datatype stype, const void *rbuf, int rcount,
+                       MPI_Datatype rtype) {
+    will_block();
+    call_pins c = {sbuf, rbuf, 0, 0};
+    c.ns = pin(sbuf, scount, stype, STRATA_SB_READ);
+    c.nr = pin(rbuf, rcount, rtype, STRATA_SB_WRITE);
+    return c;
+}
+
+static int end(call_pins c, int rc) {
+    unpin(c.sbuf, c.ns);
+    unpin(c.rbuf, c.nr);
+    woke();
+    return rc;
+}
+
 /* ---- wrappers ------------------------------------------------------------ */
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-    will_block();
-    size_t n = pin(buf, count, type, STRATA_SB_READ);
-    int rc = PMPI_Send(buf, count, type, dest, tag, comm);
-    unpin(buf, n);
-    woke();
-    return rc;
+    call_pins c = begin(buf, count, type, NULL, 0, MPI_BYTE);
+    return end(c, PMPI_Send(buf, count, type, dest, tag, comm));
 }
 
 int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-    will_block();
-    size_t n = pin(buf, count, type, STRATA_SB_READ);
-    int rc = PMPI_Ssend(buf, count, type, dest, tag, comm);
-    unpin(buf, n);
-    woke();
-    return rc;
+    call_pins c = begin(buf, count, type, NULL, 0, MPI_BYTE);
+    return end(c, PMPI_Ssend(buf, count, type, dest, tag, comm));
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status *st) {
-    will_block();
-    size_t n = pin(buf, count, type, STRATA_SB_WRITE);
-    int rc = PMPI_Recv(buf, count, type, src, tag, comm, st);
-    unpin(buf, n);
-    woke();
-    return rc;
+    call_pins c = begin(NULL, 0, MPI_BYTE, buf, count, type);
+    return end(c, PMPI_Recv(buf, count, type, src, tag, comm, st));
 }
 
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount,
                  MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status *st) {
-    will_block();
-    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, rcount, rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, st);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, scount, stype, rbuf, rcount, rtype);
+    return end(c, PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, st));
 }
 
 /* A nonblocking operation's buffer stays pinned until it completes. */
@@ -299,184 +304,98 @@ int MPI_Barrier(MPI_Comm comm) {
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-    will_block();
-    size_t n = pin(buf, count, type, STRATA_SB_WRITE);
-    int rc = PMPI_Bcast(buf, count, type, root, comm);
-    unpin(buf, n);
-    woke();
-    return rc;
+    call_pins c = begin(NULL, 0, MPI_BYTE, buf, count, type);
+    return end(c, PMPI_Bcast(buf, count, type, root, comm));
 }
 
 int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, count, type, STRATA_SB_READ);
-    size_t nr = comm_rank(comm) == root ? pin(rbuf, count, type, STRATA_SB_WRITE) : 0;
-    int rc = PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, count, type, rbuf, comm_rank(comm) == root ? count : 0, type);
+    return end(c, PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm));
 }
 
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, count, type, STRATA_SB_READ);
-    size_t nr = pin(rbuf, count, type, STRATA_SB_WRITE);
-    int rc = PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, count, type, rbuf, count, type);
+    return end(c, PMPI_Allreduce(sbuf, rbuf, count, type, op, comm));
 }
 
 /* The all-to-one and one-to-all collectives: each side pins what it
- * passes; a receive buffer spans comm-size blocks. */
+ * passes (the root's buffer only at the root); a buffer of all ranks'
+ * blocks spans comm-size of them. */
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
                MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
-    size_t nr = comm_rank(comm) == root ? pin(rbuf, rcount * comm_size(comm), rtype, STRATA_SB_WRITE) : 0;
-    int rc = PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, scount, stype, rbuf, comm_rank(comm) == root ? rcount * comm_size(comm) : 0, rtype);
+    return end(c, PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
 }
 
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
                   MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, rcount * comm_size(comm), rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, scount, stype, rbuf, rcount * comm_size(comm), rtype);
+    return end(c, PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
 
 int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
                    const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, span_v(rcounts, displs, comm), rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, scount, stype, rbuf, span_v(rcounts, displs, comm), rtype);
+    return end(c, PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm));
 }
 
 int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
                 MPI_Datatype rtype, int root, MPI_Comm comm) {
-    will_block();
-    int me = comm_rank(comm);
-    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
-    size_t nr = me == root ? pin(rbuf, span_v(rcounts, displs, comm), rtype, STRATA_SB_WRITE) : 0;
-    int rc = PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    int rn = comm_rank(comm) == root ? span_v(rcounts, displs, comm) : 0;
+    call_pins c = begin(sbuf, scount, stype, rbuf, rn, rtype);
+    return end(c, PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm));
 }
 
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
                 MPI_Comm comm) {
-    will_block();
-    size_t ns = comm_rank(comm) == root ? pin(sbuf, scount * comm_size(comm), stype, STRATA_SB_READ) : 0;
-    size_t nr = pin(rbuf, rcount, rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, comm_rank(comm) == root ? scount * comm_size(comm) : 0, stype, rbuf, rcount, rtype);
+    return end(c, PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
 }
 
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
                  MPI_Comm comm) {
-    will_block();
     int p = comm_size(comm);
-    size_t ns = pin(sbuf, scount * p, stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, rcount * p, rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, scount * p, stype, rbuf, rcount * p, rtype);
+    return end(c, PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
 
 int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
                   const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm) {
-    will_block();
-    size_t ns = sbuf == MPI_IN_PLACE ? 0 : pin(sbuf, span_v(scounts, sdispls, comm), stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, span_v(rcounts, rdispls, comm), rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, span_v(scounts, sdispls, comm), stype, rbuf, span_v(rcounts, rdispls, comm), rtype);
+    return end(c, PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm));
 }
 
 int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf,
                  int rcount, MPI_Datatype rtype, int root, MPI_Comm comm) {
-    will_block();
-    size_t ns = comm_rank(comm) == root ? pin(sbuf, span_v(scounts, displs, comm), stype, STRATA_SB_READ) : 0;
-    size_t nr = pin(rbuf, rcount, rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    int sn = comm_rank(comm) == root ? span_v(scounts, displs, comm) : 0;
+    call_pins c = begin(sbuf, sn, stype, rbuf, rcount, rtype);
+    return end(c, PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm));
 }
 
 /* The reductions that scatter or scan: the send buffer spans every
  * rank's block (or the count), the receive buffer this rank's. */
 int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op,
                        MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, sum_of(rcounts, comm), type, STRATA_SB_READ);
-    size_t nr = pin(rbuf, sbuf == MPI_IN_PLACE ? sum_of(rcounts, comm) : rcounts[comm_rank(comm)], type,
-                    STRATA_SB_WRITE);
-    int rc = PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    int all = sum_of(rcounts, comm);
+    call_pins c = begin(sbuf, all, type, rbuf, sbuf == MPI_IN_PLACE ? all : rcounts[comm_rank(comm)], type);
+    return end(c, PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm));
 }
 
 int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op op,
                              MPI_Comm comm) {
-    will_block();
     int all = rcount * comm_size(comm);
-    size_t ns = pin(sbuf, all, type, STRATA_SB_READ);
-    size_t nr = pin(rbuf, sbuf == MPI_IN_PLACE ? all : rcount, type, STRATA_SB_WRITE);
-    int rc = PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, all, type, rbuf, sbuf == MPI_IN_PLACE ? all : rcount, type);
+    return end(c, PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm));
 }
 
 int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, count, type, STRATA_SB_READ);
-    size_t nr = pin(rbuf, count, type, STRATA_SB_WRITE);
-    int rc = PMPI_Scan(sbuf, rbuf, count, type, op, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, count, type, rbuf, count, type);
+    return end(c, PMPI_Scan(sbuf, rbuf, count, type, op, comm));
 }
 
 int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, count, type, STRATA_SB_READ);
-    size_t nr = pin(rbuf, count, type, STRATA_SB_WRITE);
-    int rc = PMPI_Exscan(sbuf, rbuf, count, type, op, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, count, type, rbuf, count, type);
+    return end(c, PMPI_Exscan(sbuf, rbuf, count, type, op, comm));
 }
 
 /* Start-up and shut-down allocate too (free lists, shared segments). */

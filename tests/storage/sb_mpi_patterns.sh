@@ -8,14 +8,7 @@
 # usage: sb_mpi_patterns.sh openmpi|mpich APP LIBSTRATA LIBSTRATA_MPI
 set -u
 flavor=$1 app=$2 lib=$3 mpilib=$4
-case $flavor in
-  openmpi) run="mpirun.openmpi --allow-run-as-root --oversubscribe -np 4" ;;
-  mpich) run="mpirun.mpich -np 4" ;;
-esac
-[ -x "$app" ] && [ -f "$mpilib" ] || { echo "SKIP: $flavor not built (no MPI compiler)"; exit 77; }
-d=$(mktemp -d) || exit 1
-group=sbpat-$$
-trap 'rm -rf "$d"; rm -f /dev/shm/strata-sb-$group' EXIT
+. "$(dirname "$0")/sb_mpi_setup.sh"
 budget=8
 max=$((4 * budget * 1024 * 1024))
 for g in "" $group; do
