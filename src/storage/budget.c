@@ -55,8 +55,10 @@ static size_t lock_run(size_t g, size_t limit, uint8_t *states, bool include_pin
 }
 
 static size_t evict_locked(size_t g, size_t n, uint8_t *states) {
+    atomic_fetch_add_explicit(&sb.moving, 1, memory_order_acq_rel);   /* a load short of room may wait for it */
     size_t done = sb_evict_run(g, n, states) == 0 ? n : 0;
     for (size_t i = 0; i < n; i++) sb_unlock(g + i, states[i]);
+    atomic_fetch_sub_explicit(&sb.moving, 1, memory_order_acq_rel);
     return done;
 }
 
@@ -291,10 +293,11 @@ void sb_budget_take(size_t n) {
          * they can go); other threads may be writing back what they
          * took; only when that does not help either, go over. */
         if (atomic_load_explicit(&sb.ra_inflight, memory_order_relaxed) && sb_ra_settle_all() > 0) continue;
-        /* No other load in flight: nothing will become evictable by
-         * waiting (the budget is pinned, or this thread's own run holds
-         * it).  Go over now: waiting here spun on every such fault. */
-        if (atomic_load_explicit(&sb.loading, memory_order_acquire) == 0) break;
+        /* No other thread loading or evicting: nothing will become
+         * evictable or free by waiting (the budget is pinned, or this
+         * thread's own run holds it).  Go over now: waiting here cost
+         * 50 ms on every such fault. */
+        if (atomic_load_explicit(&sb.moving, memory_order_acquire) == 0) break;
         /* Other threads' loads in progress hold what is not evictable yet
          * (eight threads of budget/8 runs: all of it); they become
          * evictable when they land.  So wait for a while of wall time, not

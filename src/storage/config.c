@@ -242,7 +242,7 @@ static int setup(const strata_sb_config *c) {
     if (e) goto fail_tables;
     atomic_store(&sb.resident, 0);
     atomic_store(&sb.pinned, 0);
-    atomic_store(&sb.loading, 0);
+    atomic_store(&sb.moving, 0);
     atomic_store(&sb.over_said, 0);
     /* Statistics are those of this init (a shutdown and init start over). */
     atomic_store(&sb.bytes_written, 0);

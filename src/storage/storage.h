@@ -87,7 +87,8 @@ typedef struct sb_state_s {
     _Atomic int ra_inflight;    /* reads in flight */
     _Atomic size_t resident;    /* granules resident or being loaded */
     _Atomic size_t pinned;      /* granules acquired (PIN), and those an acquire in progress has counted */
-    _Atomic int loading;        /* faults between taking their budget and unlocking their run */
+    _Atomic int moving;         /* loads between taking their budget and unlocking their run, and
+                                   evictions between locking their run and giving its budget back */
     _Atomic int over_said;      /* a load went over the budget and it was said (budget.c) */
     _Atomic size_t hand;        /* the eviction clock */
     _Atomic size_t hiwater;     /* no block beyond this granule */
@@ -185,8 +186,9 @@ void sb_ra_reader_start(void);
 /* ---- budget.c ------------------------------------------------------------ */
 /* Takes n granules of budget, evicting others (never g's run, which is
  * locked) as needed; exceeds the budget only when nothing can be evicted:
- * at once when no other load is in flight (nothing will become evictable:
- * the budget is pinned), counted in over_budget and said once. */
+ * at once when no other thread is loading or evicting (nothing will
+ * become evictable: the budget is pinned), counted in over_budget and
+ * said once. */
 void sb_budget_take(size_t n);
 /* n granules lost their PIN bit (unpin, release, discard, free). */
 static inline void sb_unpinned(size_t n) {
