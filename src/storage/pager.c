@@ -136,9 +136,10 @@ void sb_load_run(size_t g, size_t n, uint8_t *states, bool write) {
      * filled ahead), where writes are tracked: only the granule written is
      * installed writable and dirty; the rest of the run comes clean
      * (write-protected, read-only with mprotect) and goes back only if the
-     * program writes it.  Loading the whole run dirty wrote back 665 MiB
-     * (1,317 MiB with mprotect) for 1,000 one-word writes at random, 170
-     * times what lazy read wrote (docs/notes/storage.md). */
+     * program writes it.  Loading the whole run dirty wrote back 670 MiB
+     * (1.4 GiB with mprotect) for 1,000 one-word writes at random, 170
+     * times what lazy read wrote; the price is a write fault per page of a
+     * write sweep (docs/notes/storage.md). */
     if (n > 1 && write && tracking_writes()) {
         load_part(g, 1, states, true);
         load_part(g + 1, n - 1, states + 1, false);
