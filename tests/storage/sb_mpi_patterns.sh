@@ -12,11 +12,11 @@ flavor=$1 app=$2 lib=$3 mpilib=$4
 budget=8
 max=$((4 * budget * 1024 * 1024))
 for g in "" $group; do
-  out=$(timeout 150 $run env LD_PRELOAD="$lib $mpilib" STRATA_SB_DIR="$d" STRATA_SB_BUDGET=${budget}M \
+  out=$(timeout 180 $run env LD_PRELOAD="$lib $mpilib" STRATA_SB_DIR="$d" STRATA_SB_BUDGET=${budget}M \
         STRATA_SB_MIN=4K STRATA_SB_GROUP=$g "$app" $max 2>&1)
   rc=$?
   echo "group '${g}': rc $rc"; echo "$out" | sort | uniq -c | head -20
-  [ $rc -eq 124 ] && { echo "FAIL: the job did not end within 150 s"; exit 1; }
+  [ $rc -eq 124 ] && { echo "FAIL: the job did not end within 180 s"; exit 1; }
   [ $rc -eq 0 ] || { echo "FAIL: exit status $rc"; exit 1; }
   echo "$out" | grep -q "^patterns ok" || { echo "FAIL: wrong results"; exit 1; }
   echo "$out" | grep -Eq "Bad address|errno = 14|EFAULT" && { echo "FAIL: a single copy failed"; exit 1; }
