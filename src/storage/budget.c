@@ -150,9 +150,15 @@ static void went_over(void) {
     atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
     uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
     if ((stalled && os_now_ms() < stalled) || atomic_exchange(&sb.over_said, 1)) return;
-    strata_message("strata: storage-backed memory: nothing can be evicted (%zu KiB pinned of a %zu KiB budget); "
-                   "loads go over the budget (counted in sb_over_budget)\n",
-                   (atomic_load(&sb.pinned) << sb.gran_shift) >> 10, (sb.budget_pages << sb.gran_shift) >> 10);
+    size_t pinned_kib = (atomic_load(&sb.pinned) << sb.gran_shift) >> 10;
+    if (sb.group)
+        strata_message("strata: storage-backed memory: nothing can be evicted here (%zu KiB pinned) and the group "
+                       "did not give back; loads go over the group's budget (counted in sb_over_budget)\n",
+                       pinned_kib);
+    else
+        strata_message("strata: storage-backed memory: nothing can be evicted (%zu KiB pinned of a %zu KiB budget); "
+                       "loads go over the budget (counted in sb_over_budget)\n",
+                       pinned_kib, (sb.budget_pages << sb.gran_shift) >> 10);
 }
 
 /* The group's share of the work: the total is the gate. */
