@@ -399,11 +399,17 @@ STRATA_API int strata_sb_owns(const void *p);
 
 #define STRATA_SB_READ 1
 #define STRATA_SB_WRITE 2
+/* With READ or WRITE: pin even past the budget (the loads go over it,
+ * counted in over_budget) when the range, with what is pinned already,
+ * is more than the budget; for a buffer a peer must read whole. */
+#define STRATA_SB_OVER 4
 /* Makes [p, p+len) resident (and writable with STRATA_SB_WRITE) and keeps
  * it so until unpin, release, discard or free: a system call or another
  * process can then use it (the kernel does not fault storage-backed pages
- * in for a system call, which fails with EFAULT).  0, EINVAL (not
- * storage-backed) or ENOMEM (more than the budget would be pinned). */
+ * in for a system call: it fails with EFAULT, or transfers only up to the
+ * first page that is not resident).  0, EINVAL (not storage-backed) or
+ * ENOMEM (the range and what is pinned already would be more than the
+ * budget, without STRATA_SB_OVER). */
 STRATA_API int strata_sb_acquire(void *p, size_t len, int mode);
 /* Lets an acquired range be evicted again (it stays resident for now). */
 STRATA_API int strata_sb_unpin(void *p, size_t len);
@@ -414,6 +420,11 @@ STRATA_API int strata_sb_release(void *p, size_t len);
 STRATA_API size_t strata_sb_release_all(void);
 /* Drops [p, p+len) without writing back: its contents read as zero after. */
 STRATA_API int strata_sb_discard(void *p, size_t len);
+/* Preload mode: while on (calls nest, per thread), this thread's mallocs
+ * are ordinary memory, never storage-backed.  libstrata-mpi turns it on
+ * inside every MPI call: the MPI library's own buffers, which peers read
+ * by single copy, are never evicted. */
+STRATA_API void strata_sb_exempt(int on);
 
 typedef struct strata_sb_stats_s {
     uint64_t budget;         /* bytes */
@@ -433,6 +444,7 @@ typedef struct strata_sb_stats_s {
     int group_members;       /* live members of this process's group (0: no group) */
     uint64_t group_budget, group_resident;   /* bytes, over the whole group */
     uint64_t prefetches;     /* runs read ahead of a sequential stream, cumulative */
+    uint64_t pinned;         /* bytes acquired now */
 } strata_sb_stats_t;
 STRATA_API void strata_sb_stats(strata_sb_stats_t *out);
 

@@ -5,11 +5,22 @@
  * other blocking collectives, and blocking sends), a rank of a
  * storage-backed group with other members (strata_sb_group_pressure) gives its memory back
  * (strata_sb_release_all) and marks itself idle, so the ranks that can run
- * get the node's memory.  Message buffers that are storage-backed are
- * acquired (made resident and pinned) before MPI sees them — the MPI
- * library may hand them to the kernel (process_vm_readv, sockets), which
- * does not fault storage-backed pages in — and unpinned when the operation
- * is complete (for MPI_Isend/MPI_Irecv: when a wait or test completes it).
+ * get the node's memory.
+ *
+ * Peers read and write message memory by single copy (Open MPI's vader
+ * and MPICH's CMA call process_vm_readv), and the kernel does not fault
+ * storage-backed pages in for them: a page not resident fails the copy
+ * with EFAULT, and the MPI library, which does not expect that, hangs or
+ * aborts.  So no such page is ever left evicted under a peer's copy:
+ *  - message buffers that are storage-backed are acquired (made resident
+ *    and pinned) before MPI sees them, whole, past the budget if it must
+ *    (STRATA_SB_OVER: a message may be larger than the budget), and
+ *    unpinned when the operation is complete (for nonblocking sends and
+ *    receives: when a wait or test completes the request);
+ *  - inside every MPI call, this thread's mallocs are ordinary memory
+ *    (strata_sb_exempt): the MPI library's own buffers (a collective's
+ *    scratch space, reduction buffers, the fragments of a pipeline) are
+ *    never storage-backed.
  *
  * Strata's functions are weak references: without libstrata loaded every
  * wrapper is a plain pass-through.  Use:
@@ -30,6 +41,7 @@
 #pragma weak strata_sb_release_all
 #pragma weak strata_sb_group_pressure
 #pragma weak strata_sb_idle
+#pragma weak strata_sb_exempt
 
 /* ---- buffers ------------------------------------------------------------ */
 
@@ -43,9 +55,11 @@ static size_t sb_span(const void *buf, int count, MPI_Datatype type) {
     return (size_t)((MPI_Aint)(count - 1) * extent + textent + tlb);
 }
 
+/* Acquires the buffer whole: a peer may copy any part of it while the
+ * operation runs, so past the budget if it must. */
 static size_t pin(const void *buf, int count, MPI_Datatype type, int mode) {
     size_t len = sb_span(buf, count, type);
-    if (len && strata_sb_acquire((void *)buf, len, mode) != 0) len = 0;
+    if (len && strata_sb_acquire((void *)buf, len, mode | STRATA_SB_OVER) != 0) len = 0;
     return len;
 }
 
@@ -89,9 +103,20 @@ static void completed(const MPI_Request *before, const MPI_Request *after, int n
     pthread_mutex_unlock(&pending_lock);
 }
 
-/* ---- blocking ----------------------------------------------------------- */
+/* ---- entering and leaving MPI -------------------------------------------- */
 
+/* Every wrapper: the MPI library's mallocs in the call are ordinary memory. */
+static void enter(void) {
+    if (strata_sb_exempt) strata_sb_exempt(1);
+}
+
+static void leave(void) {
+    if (strata_sb_exempt) strata_sb_exempt(0);
+}
+
+/* A call that may block. */
 static void will_block(void) {
+    enter();
     if (!strata_sb_group_pressure) return;
     if (strata_sb_group_pressure()) strata_sb_release_all();
     strata_sb_idle(1);
@@ -99,54 +124,105 @@ static void will_block(void) {
 
 static void woke(void) {
     if (strata_sb_idle) strata_sb_idle(0);
+    leave();
+}
+
+static int comm_size(MPI_Comm comm) {
+    int n = 1;
+    PMPI_Comm_size(comm, &n);
+    return n;
+}
+
+static int comm_rank(MPI_Comm comm) {
+    int r = 0;
+    PMPI_Comm_rank(comm, &r);
+    return r;
+}
+
+/* The v-variants: a buffer spans the furthest block. */
+static int span_v(const int counts[], const int displs[], MPI_Comm comm) {
+    int n = comm_size(comm), end = 0;
+    for (int i = 0; i < n; i++)
+        if (counts[i] > 0 && displs[i] + counts[i] > end) end = displs[i] + counts[i];
+    return end;
+}
+
+static int sum_of(const int counts[], MPI_Comm comm) {
+    int n = comm_size(comm), sum = 0;
+    for (int i = 0; i < n; i++) sum += counts[i] > 0 ? counts[i] : 0;
+    return sum;
+}
+
+/* A blocking call's buffers: the one it reads and the one it writes
+ * (count 0 or NULL: none), pinned for the call. */
+typedef struct {
+    const void *sbuf, *rbuf;
+    size_t ns, nr;
+} call_pins;
+
+static call_pins begin(const void *sbuf, int scount, MPI_Datatype stype, const void *rbuf, int rcount,
+                       MPI_Datatype rtype) {
+    will_block();
+    call_pins c = {sbuf, rbuf, 0, 0};
+    c.ns = pin(sbuf, scount, stype, STRATA_SB_READ);
+    c.nr = pin(rbuf, rcount, rtype, STRATA_SB_WRITE);
+    return c;
+}
+
+static int end(call_pins c, int rc) {
+    unpin(c.sbuf, c.ns);
+    unpin(c.rbuf, c.nr);
+    woke();
+    return rc;
 }
 
 /* ---- wrappers ------------------------------------------------------------ */
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-    will_block();
-    size_t n = pin(buf, count, type, STRATA_SB_READ);
-    int rc = PMPI_Send(buf, count, type, dest, tag, comm);
-    unpin(buf, n);
-    woke();
-    return rc;
+    call_pins c = begin(buf, count, type, NULL, 0, MPI_BYTE);
+    return end(c, PMPI_Send(buf, count, type, dest, tag, comm));
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    call_pins c = begin(buf, count, type, NULL, 0, MPI_BYTE);
+    return end(c, PMPI_Ssend(buf, count, type, dest, tag, comm));
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status *st) {
-    will_block();
-    size_t n = pin(buf, count, type, STRATA_SB_WRITE);
-    int rc = PMPI_Recv(buf, count, type, src, tag, comm, st);
-    unpin(buf, n);
-    woke();
-    return rc;
+    call_pins c = begin(NULL, 0, MPI_BYTE, buf, count, type);
+    return end(c, PMPI_Recv(buf, count, type, src, tag, comm, st));
 }
 
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount,
                  MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status *st) {
-    will_block();
-    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, rcount, rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, st);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
+    call_pins c = begin(sbuf, scount, stype, rbuf, rcount, rtype);
+    return end(c, PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, st));
+}
+
+/* A nonblocking operation's buffer stays pinned until it completes. */
+static int started(int rc, MPI_Request *req, const void *buf, size_t n) {
+    if (rc == MPI_SUCCESS) remember(*req, buf, n);
+    else unpin(buf, n);
+    leave();
     return rc;
 }
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+    enter();
     size_t n = pin(buf, count, type, STRATA_SB_READ);
-    int rc = PMPI_Isend(buf, count, type, dest, tag, comm, req);
-    if (rc == MPI_SUCCESS) remember(*req, buf, n);
-    else unpin(buf, n);
-    return rc;
+    return started(PMPI_Isend(buf, count, type, dest, tag, comm, req), req, buf, n);
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+    enter();
+    size_t n = pin(buf, count, type, STRATA_SB_READ);
+    return started(PMPI_Issend(buf, count, type, dest, tag, comm, req), req, buf, n);
 }
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Request *req) {
+    enter();
     size_t n = pin(buf, count, type, STRATA_SB_WRITE);
-    int rc = PMPI_Irecv(buf, count, type, src, tag, comm, req);
-    if (rc == MPI_SUCCESS) remember(*req, buf, n);
-    else unpin(buf, n);
-    return rc;
+    return started(PMPI_Irecv(buf, count, type, src, tag, comm, req), req, buf, n);
 }
 
 int MPI_Wait(MPI_Request *req, MPI_Status *st) {
@@ -160,7 +236,9 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st) {
 
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
     MPI_Request before = *req;
+    enter();
     int rc = PMPI_Test(req, flag, st);
+    leave();
     completed(&before, req, 1);
     return rc;
 }
@@ -204,7 +282,9 @@ int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]) {
     MPI_Request before[MANY];
     int k = n < MANY ? n : MANY;
     for (int i = 0; i < k; i++) before[i] = reqs[i];
+    enter();
     int rc = PMPI_Testall(n, reqs, flag, sts);
+    leave();
     completed(before, reqs, k);
     return rc;
 }
@@ -224,123 +304,118 @@ int MPI_Barrier(MPI_Comm comm) {
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-    will_block();
-    size_t n = pin(buf, count, type, STRATA_SB_WRITE);
-    int rc = PMPI_Bcast(buf, count, type, root, comm);
-    unpin(buf, n);
-    woke();
-    return rc;
+    call_pins c = begin(NULL, 0, MPI_BYTE, buf, count, type);
+    return end(c, PMPI_Bcast(buf, count, type, root, comm));
 }
 
 int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, count, type, STRATA_SB_READ);
-    size_t nr = pin(rbuf, count, type, STRATA_SB_WRITE);
-    int rc = PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, count, type, rbuf, comm_rank(comm) == root ? count : 0, type);
+    return end(c, PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm));
 }
 
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, count, type, STRATA_SB_READ);
-    size_t nr = pin(rbuf, count, type, STRATA_SB_WRITE);
-    int rc = PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, count, type, rbuf, count, type);
+    return end(c, PMPI_Allreduce(sbuf, rbuf, count, type, op, comm));
 }
 
 /* The all-to-one and one-to-all collectives: each side pins what it
- * passes; a receive buffer spans comm-size blocks. */
-static int comm_size(MPI_Comm comm) {
-    int n = 1;
-    PMPI_Comm_size(comm, &n);
-    return n;
-}
-
+ * passes (the root's buffer only at the root); a buffer of all ranks'
+ * blocks spans comm-size of them. */
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
                MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, rcount * comm_size(comm), rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, scount, stype, rbuf, comm_rank(comm) == root ? rcount * comm_size(comm) : 0, rtype);
+    return end(c, PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
 }
 
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
                   MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, rcount * comm_size(comm), rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
-}
-
-/* The v-variants: a receive buffer spans the furthest block. */
-static int span_v(const int counts[], const int displs[], MPI_Comm comm) {
-    int n = comm_size(comm), end = 0;
-    for (int i = 0; i < n; i++)
-        if (counts[i] > 0 && displs[i] + counts[i] > end) end = displs[i] + counts[i];
-    return end;
+    call_pins c = begin(sbuf, scount, stype, rbuf, rcount * comm_size(comm), rtype);
+    return end(c, PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
 
 int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
                    const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, span_v(rcounts, displs, comm), rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, scount, stype, rbuf, span_v(rcounts, displs, comm), rtype);
+    return end(c, PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm));
 }
 
 int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
                 MPI_Datatype rtype, int root, MPI_Comm comm) {
-    will_block();
-    int me = 0;
-    PMPI_Comm_rank(comm, &me);
-    size_t ns = pin(sbuf, scount, stype, STRATA_SB_READ);
-    size_t nr = me == root ? pin(rbuf, span_v(rcounts, displs, comm), rtype, STRATA_SB_WRITE) : 0;
-    int rc = PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    int rn = comm_rank(comm) == root ? span_v(rcounts, displs, comm) : 0;
+    call_pins c = begin(sbuf, scount, stype, rbuf, rn, rtype);
+    return end(c, PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm));
 }
 
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
                 MPI_Comm comm) {
-    will_block();
-    size_t ns = pin(sbuf, scount * comm_size(comm), stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, rcount, rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
-    return rc;
+    call_pins c = begin(sbuf, comm_rank(comm) == root ? scount * comm_size(comm) : 0, stype, rbuf, rcount, rtype);
+    return end(c, PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
 }
 
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
                  MPI_Comm comm) {
-    will_block();
     int p = comm_size(comm);
-    size_t ns = pin(sbuf, scount * p, stype, STRATA_SB_READ);
-    size_t nr = pin(rbuf, rcount * p, rtype, STRATA_SB_WRITE);
-    int rc = PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-    unpin(sbuf, ns);
-    unpin(rbuf, nr);
-    woke();
+    call_pins c = begin(sbuf, scount * p, stype, rbuf, rcount * p, rtype);
+    return end(c, PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+}
+
+int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
+                  const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm) {
+    call_pins c = begin(sbuf, span_v(scounts, sdispls, comm), stype, rbuf, span_v(rcounts, rdispls, comm), rtype);
+    return end(c, PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm));
+}
+
+int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf,
+                 int rcount, MPI_Datatype rtype, int root, MPI_Comm comm) {
+    int sn = comm_rank(comm) == root ? span_v(scounts, displs, comm) : 0;
+    call_pins c = begin(sbuf, sn, stype, rbuf, rcount, rtype);
+    return end(c, PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm));
+}
+
+/* The reductions that scatter or scan: the send buffer spans every
+ * rank's block (or the count), the receive buffer this rank's. */
+int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm) {
+    int all = sum_of(rcounts, comm);
+    call_pins c = begin(sbuf, all, type, rbuf, sbuf == MPI_IN_PLACE ? all : rcounts[comm_rank(comm)], type);
+    return end(c, PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm));
+}
+
+int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm) {
+    int all = rcount * comm_size(comm);
+    call_pins c = begin(sbuf, all, type, rbuf, sbuf == MPI_IN_PLACE ? all : rcount, type);
+    return end(c, PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm));
+}
+
+int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    call_pins c = begin(sbuf, count, type, rbuf, count, type);
+    return end(c, PMPI_Scan(sbuf, rbuf, count, type, op, comm));
+}
+
+int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    call_pins c = begin(sbuf, count, type, rbuf, count, type);
+    return end(c, PMPI_Exscan(sbuf, rbuf, count, type, op, comm));
+}
+
+/* Start-up and shut-down allocate too (free lists, shared segments). */
+int MPI_Init(int *argc, char ***argv) {
+    enter();
+    int rc = PMPI_Init(argc, argv);
+    leave();
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    enter();
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    leave();
+    return rc;
+}
+
+int MPI_Finalize(void) {
+    enter();
+    int rc = PMPI_Finalize();
+    leave();
     return rc;
 }

@@ -47,22 +47,29 @@ static int reserve(size_t g, size_t n, size_t allocated) {
     return e == EOPNOTSUPP ? 0 : e;
 }
 
-void *sb_alloc(size_t size, size_t align) {
+static _Atomic int no_room_said;
+
+/* No room for a block: preload mode says so once (it goes on with
+ * ordinary memory, which would otherwise pass the budget unseen); the API
+ * returns ENOMEM and says so with STRATA_VERBOSE. */
+static void *no_room(size_t size, bool preload, int e) {
+    if ((preload && !atomic_exchange(&no_room_said, 1)) || opt(STRATA_OPTION_VERBOSE))
+        strata_message("strata: storage-backed malloc(%zu): no room in %s: %s%s\n", size, sb.dir, strerror(e),
+                       preload ? " (blocks that do not fit use ordinary memory)" : "");
+    errno = ENOMEM;
+    return NULL;
+}
+
+void *sb_alloc(size_t size, size_t align, bool preload) {
     if (size == 0) size = 1;
-    if (size > sb.space || align > sb.space) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (size > sb.space || align > sb.space) return no_room(size, preload, ENOMEM);
     size_t rounded = (size + sb.gran - 1) & ~(sb.gran - 1);
     size_t usable = 0, allocated = 0;
     pthread_mutex_lock(&sb.lock);
     uint8_t *p = arena_alloc(&sb.arena, rounded, align, &usable, NULL);
     if (p) allocated = sb.allocated += usable;
     pthread_mutex_unlock(&sb.lock);
-    if (!p) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (!p) return no_room(size, preload, ENOMEM);
     size_t g = sb_index(p), n = usable >> sb.gran_shift;
     if (allocated > (sb.budget_pages << sb.gran_shift)) {
         atomic_store(&sb.outgrown, true);
@@ -77,10 +84,7 @@ void *sb_alloc(size_t size, size_t align) {
         arena_free(&sb.arena, p, NULL);
         sb.allocated -= usable;
         pthread_mutex_unlock(&sb.lock);
-        if (opt(STRATA_OPTION_VERBOSE))
-            strata_message("strata: storage-backed malloc(%zu): no room in %s: %s\n", size, sb.dir, strerror(e));
-        errno = ENOMEM;
-        return NULL;
+        return no_room(size, preload, e);
     }
     /* STRATA_NUMA: pages filled later (by whichever thread touches them)
      * follow the range's policy, so the block stays on the allocating
@@ -134,7 +138,12 @@ static void drop_range(size_t g, size_t n, bool freeing) {
         else if (on_disk && os_file_punch(sb.fd, file_off(g + i), (off_t)len) == 0)
             atomic_store_explicit(&sb.stalled_until, 0, memory_order_relaxed);
         if (resident) sb_budget_give(resident);
-        for (size_t j = 0; j < k; j++) sb_unlock(g + i + j, freeing ? 0 : (uint8_t)(states[j] & (ST_ALLOC | ST_HEAD)));
+        size_t pins = 0;
+        for (size_t j = 0; j < k; j++) {
+            pins += (states[j] & ST_PIN) != 0;
+            sb_unlock(g + i + j, freeing ? 0 : (uint8_t)(states[j] & (ST_ALLOC | ST_HEAD)));
+        }
+        sb_unpinned(pins);
         i += k;
     }
     if (punch_all && os_file_punch(sb.fd, file_off(g), (off_t)(n << sb.gran_shift)) == 0)
@@ -160,7 +169,7 @@ void *strata_sb_malloc(size_t size) {
         errno = ENOMEM;
         return NULL;
     }
-    return sb_alloc(size, sb.gran);
+    return sb_alloc(size, sb.gran, false);
 }
 
 void *strata_sb_calloc(size_t count, size_t size) {
@@ -225,7 +234,7 @@ void *strata_sb_realloc(void *p, size_t size) {
         }
         return p;
     }
-    void *q = sb_alloc(size, sb.gran);
+    void *q = sb_alloc(size, sb.gran, false);
     if (!q) return NULL;
     memcpy(q, p, old);
     sb_free_block(p);
@@ -248,37 +257,65 @@ bad:
     return EINVAL;
 }
 
+/* Counts want more granules as pinned if all pinned together stay within
+ * the budget (what eviction can never touch must leave it room). */
+static bool pin_count(size_t want) {
+    size_t cur = atomic_load_explicit(&sb.pinned, memory_order_relaxed);
+    do {
+        if (cur + want > sb.budget_pages) return false;
+    } while (!atomic_compare_exchange_weak_explicit(&sb.pinned, &cur, cur + want, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    return true;
+}
+
 int strata_sb_acquire(void *p, size_t len, int mode) {
     size_t g0, g1;
     int bad = range_of(p, len, "strata_sb_acquire()", &g0, &g1);
     if (bad) return bad;
-    size_t pinned = 0;
-    for (size_t g = g0; g < g1; g++) pinned += !(sb_peek(g) & ST_PIN);
-    if (pinned > sb.budget_pages) {
-        strata_message("strata: strata_sb_acquire(): %zu bytes is more than the budget\n", len);
+    size_t want = 0, pinned = 0;
+    for (size_t g = g0; g < g1; g++) want += !(sb_peek(g) & ST_PIN);
+    /* Counted in the total pinned before any load, so two acquires that
+     * each fit cannot pin more than the budget between them. */
+    if (mode & STRATA_SB_OVER) atomic_fetch_add_explicit(&sb.pinned, want, memory_order_acq_rel);
+    else if (!pin_count(want)) {
+        strata_message("strata: strata_sb_acquire(): %zu bytes would pin more than the budget (%zu KiB pinned "
+                       "already)\n", len, (atomic_load(&sb.pinned) << sb.gran_shift) >> 10);
         return ENOMEM;
     }
     bool write = (mode & STRATA_SB_WRITE) != 0;
-    for (size_t g = g0; g < g1; g++) {
+    int r = 0;
+    for (size_t g = g0; g < g1 && !r; g++) {
         /* Load (as on a fault), then pin. */
         for (;;) {
             uint8_t s = sb_lock(g);
             if ((s & ST_RES) && (!write || (s & ST_DIRTY) || sb.mech != STRATA_SB_MECH_MPROTECT)) {
+                pinned += !(s & ST_PIN);
                 sb_unlock(g, (uint8_t)(s | ST_PIN));
                 break;
             }
             sb_unlock(g, s);
-            if (sb_fault(g, write) != 0) return EINVAL;   /* freed meanwhile */
+            if (sb_fault(g, write) != 0) {
+                r = EINVAL;   /* freed meanwhile */
+                break;
+            }
         }
     }
-    return 0;
+    /* What was counted but found pinned by another acquire (or freed). */
+    if (pinned != want) atomic_fetch_add_explicit(&sb.pinned, pinned - want, memory_order_relaxed);
+    return r;
 }
 
 int strata_sb_unpin(void *p, size_t len) {
     size_t g0, g1;
     int bad = range_of(p, len, "strata_sb_unpin()", &g0, &g1);
     if (bad) return bad;
-    for (size_t g = g0; g < g1; g++) sb_unlock(g, (uint8_t)(sb_lock(g) & ~ST_PIN));
+    size_t pins = 0;
+    for (size_t g = g0; g < g1; g++) {
+        uint8_t s = sb_lock(g);
+        pins += (s & ST_PIN) != 0;
+        sb_unlock(g, (uint8_t)(s & ~ST_PIN));
+    }
+    sb_unpinned(pins);
     return 0;
 }
 
@@ -354,6 +391,7 @@ void strata_sb_stats(strata_sb_stats_t *out) {
     out->evictions = atomic_load(&sb.evictions);
     out->io_ns = atomic_load(&sb.io_ns);
     out->over_budget = atomic_load(&sb.over_budget);
+    out->pinned = (uint64_t)atomic_load(&sb.pinned) << sb.gran_shift;
     out->writeback_failures = atomic_load(&sb.writeback_failures);
     out->mechanism = sb.mech;
     out->wp_async = sb.wp_async;

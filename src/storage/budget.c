@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include "../options/options.h"
 #include "../os/os.h"
 #include "../os/os_storage.h"
 #include "storage.h"
@@ -54,8 +55,10 @@ static size_t lock_run(size_t g, size_t limit, uint8_t *states, bool include_pin
 }
 
 static size_t evict_locked(size_t g, size_t n, uint8_t *states) {
+    atomic_fetch_add_explicit(&sb.moving, 1, memory_order_acq_rel);   /* a load short of room may wait for it */
     size_t done = sb_evict_run(g, n, states) == 0 ? n : 0;
     for (size_t i = 0; i < n; i++) sb_unlock(g + i, states[i]);
+    atomic_fetch_sub_explicit(&sb.moving, 1, memory_order_acq_rel);
     return done;
 }
 
@@ -141,6 +144,23 @@ static size_t evict_some(size_t need) {
     return done + behind;
 }
 
+/* A load found nothing to evict and went over the budget: counted, and
+ * said once per init (not after a failed write-back, which says so itself). */
+static void went_over(void) {
+    atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
+    uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
+    if ((stalled && os_now_ms() < stalled) || atomic_exchange(&sb.over_said, 1)) return;
+    size_t pinned_kib = (atomic_load(&sb.pinned) << sb.gran_shift) >> 10;
+    if (sb.group)
+        strata_message("strata: storage-backed memory: nothing can be evicted here (%zu KiB pinned) and the group "
+                       "did not give back; loads go over the group's budget (counted in sb_over_budget)\n",
+                       pinned_kib);
+    else
+        strata_message("strata: storage-backed memory: nothing can be evicted (%zu KiB pinned of a %zu KiB budget); "
+                       "loads go over the budget (counted in sb_over_budget)\n",
+                       pinned_kib, (sb.budget_pages << sb.gran_shift) >> 10);
+}
+
 /* The group's share of the work: the total is the gate. */
 static void group_take(size_t n) {
     size_t bytes = n << sb.gran_shift;
@@ -186,7 +206,7 @@ static void group_take(size_t n) {
     }
     atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
     sb_group_add((int64_t)bytes);
-    atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
+    went_over();
 }
 
 /* ---- the cleaner -------------------------------------------------------- */
@@ -279,6 +299,11 @@ void sb_budget_take(size_t n) {
          * they can go); other threads may be writing back what they
          * took; only when that does not help either, go over. */
         if (atomic_load_explicit(&sb.ra_inflight, memory_order_relaxed) && sb_ra_settle_all() > 0) continue;
+        /* No other thread loading or evicting: nothing will become
+         * evictable or free by waiting (the budget is pinned, or this
+         * thread's own run holds it).  Go over now: waiting here cost
+         * 50 ms on every such fault. */
+        if (atomic_load_explicit(&sb.moving, memory_order_acquire) == 0) break;
         /* Other threads' loads in progress hold what is not evictable yet
          * (eight threads of budget/8 runs: all of it); they become
          * evictable when they land.  So wait for a while of wall time, not
@@ -293,7 +318,7 @@ void sb_budget_take(size_t n) {
         break;
     }
     atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
-    atomic_fetch_add_explicit(&sb.over_budget, 1, memory_order_relaxed);
+    went_over();
 }
 
 size_t sb_evict_range(size_t from, size_t to, bool include_pinned) {

@@ -241,6 +241,9 @@ static int setup(const strata_sb_config *c) {
     if (!e) e = arena_add_range(&sb.arena, sb.base, sb.space, false, true);
     if (e) goto fail_tables;
     atomic_store(&sb.resident, 0);
+    atomic_store(&sb.pinned, 0);
+    atomic_store(&sb.moving, 0);
+    atomic_store(&sb.over_said, 0);
     /* Statistics are those of this init (a shutdown and init start over). */
     atomic_store(&sb.bytes_written, 0);
     atomic_store(&sb.bytes_read, 0);

@@ -103,8 +103,10 @@ static size_t load_locked(size_t g, uint8_t s, bool write) {
         n = 1;
     }
     sb_budget_take(n);
+    atomic_fetch_add_explicit(&sb.moving, 1, memory_order_acq_rel);   /* others may wait for it to land */
     sb_load_run(g, n, states, write);
     for (size_t i = 0; i < n; i++) sb_unlock(g + i, states[i]);
+    atomic_fetch_sub_explicit(&sb.moving, 1, memory_order_acq_rel);
     atomic_fetch_add_explicit(&sb.faults, 1, memory_order_relaxed);
     /* A sweep that began here goes on after the runs read ahead. */
     size_t ahead = rest ? sb_ra_fetch(g + 1, rest) : 0;

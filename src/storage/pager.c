@@ -132,18 +132,15 @@ void sb_install_run(size_t g, size_t n, uint8_t *states, const uint8_t *buf) {
 }
 
 void sb_load_run(size_t g, size_t n, uint8_t *states, bool write) {
-    /* A write to fresh memory, with userfaultfd tracking writes, once the
-     * blocks have outgrown the budget (so pages can be evicted): only the
-     * granule being written is installed writable (counted written); the
-     * zeros filled ahead come write-protected, clean until written, so
-     * they cost no write-back unless the program writes them (a later
-     * write there is the kernel's fault, WP_ASYNC, no signal).  Before
-     * that, nothing is evicted and the whole run is installed writable; a
-     * run read from the file for a write (aggressive read) is too: a
-     * program writing there sweeps it (measured: write-protecting it made
-     * an out-of-core write sweep 1.3x slower). */
-    if (n > 1 && write && !(states[0] & ST_FILE) && sb.wp_async && tracking_writes() &&
-        atomic_load_explicit(&sb.outgrown, memory_order_relaxed)) {
+    /* A write that loads a run (aggressive read, a stream, fresh memory
+     * filled ahead), where writes are tracked: only the granule written is
+     * installed writable and dirty; the rest of the run comes clean
+     * (write-protected, read-only with mprotect) and goes back only if the
+     * program writes it.  Loading the whole run dirty wrote back 670 MiB
+     * (1.4 GiB with mprotect) for 1,000 one-word writes at random, 170
+     * times what lazy read wrote; the price is a write fault per page of a
+     * write sweep (docs/notes/storage.md). */
+    if (n > 1 && write && tracking_writes()) {
         load_part(g, 1, states, true);
         load_part(g + 1, n - 1, states + 1, false);
         return;
@@ -231,7 +228,12 @@ int sb_evict_run(size_t g, size_t n, uint8_t *states) {
         (void)os_sb_drop(a, len);
         (void)os_sb_protect(a, len, OS_PROT_RW);
     }
-    for (size_t i = 0; i < n; i++) states[i] &= (uint8_t)~(ST_RES | ST_DIRTY | ST_PIN);
+    size_t pins = 0;
+    for (size_t i = 0; i < n; i++) {
+        pins += (states[i] & ST_PIN) != 0;
+        states[i] &= (uint8_t)~(ST_RES | ST_DIRTY | ST_PIN);
+    }
+    sb_unpinned(pins);
     sb_budget_give(n);
     atomic_fetch_add_explicit(&sb.evictions, n, memory_order_relaxed);
     return 0;

@@ -6,6 +6,7 @@
  */
 #include "preload.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -42,12 +43,26 @@ static int decide(void) {
     return m;
 }
 
+/* strata_sb_exempt's depth on this thread. */
+static __thread __attribute__((tls_model("initial-exec"))) int exempt;
+
+void strata_sb_exempt(int on) {
+    if (on) exempt++;
+    else if (exempt > 0) exempt--;
+}
+
 void *sb_preload_alloc(size_t size, size_t align) {
     int m = atomic_load_explicit(&mode, memory_order_acquire);
-    if (m == OFF) return NULL;
+    if (m == OFF || exempt) return NULL;
+    /* A refusal leaves errno as it was: the caller goes on with ordinary
+     * memory, and a malloc that succeeds does not set errno. */
+    int saved = errno;
     if (m == UNDECIDED) m = decide();
-    if (m != ON || size < min_size || atomic_load_explicit(&sb.forked, memory_order_relaxed)) return NULL;
-    return sb_alloc(size, align > sb.gran ? align : sb.gran);
+    void *p = NULL;
+    if (m == ON && size >= min_size && !atomic_load_explicit(&sb.forked, memory_order_relaxed))
+        p = sb_alloc(size, align > sb.gran ? align : sb.gran, true);
+    if (!p) errno = saved;
+    return p;
 }
 
 bool sb_preload_free(void *p) {

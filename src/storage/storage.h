@@ -86,6 +86,10 @@ typedef struct sb_state_s {
     bool split;                 /* aggressive faults off any stream wait for their own granule only (fault.c) */
     _Atomic int ra_inflight;    /* reads in flight */
     _Atomic size_t resident;    /* granules resident or being loaded */
+    _Atomic size_t pinned;      /* granules acquired (PIN), and those an acquire in progress has counted */
+    _Atomic int moving;         /* loads between taking their budget and unlocking their run, and
+                                   evictions between locking their run and giving its budget back */
+    _Atomic int over_said;      /* a load went over the budget and it was said (budget.c) */
     _Atomic size_t hand;        /* the eviction clock */
     _Atomic size_t hiwater;     /* no block beyond this granule */
     _Atomic uint64_t stalled_until; /* ms: a write-back failed, eviction waits till then */
@@ -181,8 +185,15 @@ void sb_ra_reader_start(void);
 
 /* ---- budget.c ------------------------------------------------------------ */
 /* Takes n granules of budget, evicting others (never g's run, which is
- * locked) as needed; exceeds the budget only when nothing can be evicted. */
+ * locked) as needed; exceeds the budget only when nothing can be evicted:
+ * at once when no other thread is loading or evicting (nothing will
+ * become evictable: the budget is pinned), counted in over_budget and
+ * said once. */
 void sb_budget_take(size_t n);
+/* n granules lost their PIN bit (unpin, release, discard, free). */
+static inline void sb_unpinned(size_t n) {
+    if (n) atomic_fetch_sub_explicit(&sb.pinned, n, memory_order_relaxed);
+}
 void sb_budget_give(size_t n);
 /* The cleaner thread (started once the blocks outgrow the budget, not in
  * a group); stop joins it, or only forgets it (join false: a forked child,
@@ -236,7 +247,8 @@ size_t sb_physical_memory(void);
 bool sb_in_forked_child(const char *what);
 
 /* ---- api.c: used by preload.c ------------------------------------------- */
-void *sb_alloc(size_t size, size_t align);
+/* NULL with errno ENOMEM when there is no room (preload: says so once). */
+void *sb_alloc(size_t size, size_t align, bool preload);
 void sb_free_block(void *p);
 size_t sb_block_size(const void *p);
 

@@ -5,14 +5,7 @@
 # usage: sb_mpi.sh openmpi|mpich APP LIBSTRATA LIBSTRATA_MPI
 set -u
 flavor=$1 app=$2 lib=$3 mpilib=$4
-case $flavor in
-  openmpi) run="mpirun.openmpi --allow-run-as-root --oversubscribe -np 4" ;;
-  mpich) run="mpirun.mpich -np 4" ;;
-esac
-[ -x "$app" ] && [ -f "$mpilib" ] || { echo "SKIP: $flavor not built (no MPI compiler)"; exit 77; }
-d=$(mktemp -d) || exit 1
-group=sbmpi-$$
-trap 'rm -rf "$d"; rm -f /dev/shm/strata-sb-$group' EXIT
+. "$(dirname "$0")/sb_mpi_setup.sh"
 plain=$(timeout 120 $run "$app") || { echo "FAIL: plain run: $plain"; exit 1; }
 backed=$(timeout 120 $run env LD_PRELOAD="$lib $mpilib" STRATA_SB_DIR="$d" STRATA_SB_BUDGET=8M \
          STRATA_SB_GROUP=$group "$app") || { echo "FAIL: storage-backed run: $backed"; exit 1; }

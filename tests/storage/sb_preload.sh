@@ -15,6 +15,7 @@ echo "with:    $backed" | tr '\n' ' '; echo
 sum1=$(echo "$plain" | grep checksum) sum2=$(echo "$backed" | grep checksum)
 [ -n "$sum1" ] && [ "$sum1" = "$sum2" ] || { echo "FAIL: checksums differ"; exit 1; }
 echo "$backed" | grep -q "usable 1" || { echo "FAIL: malloc_usable_size"; exit 1; }
+echo "$backed" | grep -q "exempt: 0 0 1" || { echo "FAIL: strata_sb_exempt (want: 0 0 1)"; exit 1; }
 echo "$backed" | grep -q "allocated 72 MiB, budget 8 MiB" || { echo "FAIL: big blocks not storage-backed"; exit 1; }
 ev=$(echo "$backed" | sed -n 's/.*evictions \([0-9]*\).*/\1/p')
 [ "${ev:-0}" -gt 0 ] || { echo "FAIL: nothing evicted"; exit 1; }

@@ -1,7 +1,8 @@
 /* sb_preload_app.c — an ordinary program (it knows nothing of Strata) for
  * sb_preload.sh: big blocks from malloc, calloc and realloc, a sweep that
  * reads and writes all of them several times, small blocks beside them,
- * read(2) into a big block after it was touched.  Prints a checksum, its
+ * read(2) into a big block after it was touched, big blocks while
+ * strata_sb_exempt is on.  Prints a checksum, its
  * peak resident size, and, when Strata is preloaded, its storage-backed
  * statistics (found with dlsym).
  */
@@ -73,6 +74,23 @@ int main(void) {
         printf("storage-backed: allocated %llu MiB, budget %llu MiB, evictions %llu, over budget %llu\n",
                (unsigned long long)st.allocated >> 20, (unsigned long long)st.budget >> 20,
                (unsigned long long)st.evictions, (unsigned long long)st.over_budget);
+    }
+    /* strata_sb_exempt: while on (nested), this thread's big mallocs are
+     * ordinary memory (libstrata-mpi's calls); off again, storage-backed. */
+    void (*exempt)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "strata_sb_exempt");
+    int (*owns)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "strata_sb_owns");
+    if (exempt && owns && stats) {
+        exempt(1);
+        exempt(1);
+        void *a = malloc(BIG);
+        exempt(0);
+        void *b = malloc(BIG);
+        exempt(0);
+        void *c = malloc(BIG);
+        printf("exempt: %d %d %d\n", owns(a) != 0, owns(b) != 0, owns(c) != 0);
+        free(a);
+        free(b);
+        free(c);
     }
     for (int k = 0; k < NBIG; k++) free(big[k]);
     printf("peak resident %zu KiB\n", vm_hwm_kib());

@@ -114,6 +114,14 @@ static void test_syscalls(void) {
     errno = 0;
     ssize_t r = pread(fd, dst, n, 0);
     CHECK(r == -1 && errno == EFAULT);          /* not resident: the kernel says EFAULT */
+    /* write(2) from a range resident only at its start: the kernel copies
+     * up to the first page that is not and returns that short count. */
+    unsigned char *part = p + 150 * ps;
+    CHECK(strata_sb_release(part, 8 * ps) == 0);
+    CHECK(*(volatile unsigned char *)part == (unsigned char)(150 * ps * 7));   /* loads one page (lazy) */
+    ssize_t w = pwrite(fd, part, 8 * ps, (off_t)sizeof src);   /* past what is read below */
+    printf("write(2) of 8 pages, the first resident: %zd bytes\n", w);
+    CHECK(w >= (ssize_t)ps && w < (ssize_t)(8 * ps));
     CHECK(strata_sb_acquire(dst, n, STRATA_SB_WRITE) == 0);
     CHECK(pread(fd, dst, n, 0) == (ssize_t)n);
     strata_sb_release_all();
@@ -152,6 +160,14 @@ static void test_syscalls(void) {
 }
 
 static void *bad_ptr;
+static void *quiet_ptr;
+static size_t quiet_len;
+static int quiet_result;
+static void acquire_quiet(void *arg) {
+    (void)arg;
+    quiet_result = strata_sb_acquire(quiet_ptr, quiet_len, STRATA_SB_WRITE);
+}
+
 static void bad_acquire(void *arg) {
     (void)arg;
     CHECK(strata_sb_acquire(bad_ptr, 100, STRATA_SB_READ) == EINVAL);
@@ -320,6 +336,115 @@ static void test_write_ahead_clean(void) {
     CHECK(strata_sb_shutdown() == 0);
 }
 
+
+/* Acquires are counted in total: two that each fit the budget but not
+ * together, the second is refused (ENOMEM) until the first is unpinned;
+ * STRATA_SB_OVER pins past the budget. */
+static void test_acquire_total(void) {
+    strata_sb_config c = config(12u << 20);
+    sb_init_or_skip(&c);
+    size_t len = 8u << 20;
+    char *a = strata_sb_malloc(len), *b = strata_sb_malloc(len);
+    CHECK(a && b);
+    CHECK(strata_sb_acquire(a, len, STRATA_SB_WRITE) == 0);
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    CHECK(st.pinned == len);
+    quiet_ptr = b;
+    quiet_len = len;
+    CHECK(strstr(capture_stderr(acquire_quiet, NULL), "would pin more than the budget"));
+    CHECK(quiet_result == ENOMEM);
+    strata_sb_stats(&st);
+    CHECK(st.pinned == len);                                  /* the refusal pinned nothing */
+    CHECK(strata_sb_acquire(a, len, STRATA_SB_READ) == 0);    /* pinned already: nothing more */
+    CHECK(strata_sb_unpin(a, len) == 0);
+    strata_sb_stats(&st);
+    CHECK(st.pinned == 0);
+    CHECK(strata_sb_acquire(b, len, STRATA_SB_WRITE) == 0);
+    CHECK(strata_sb_acquire(a, len, STRATA_SB_READ | STRATA_SB_OVER) == 0);   /* 16 of 12 MiB */
+    strata_sb_stats(&st);
+    CHECK(st.pinned == 2 * len && st.resident >= 2 * len);
+    CHECK(strata_sb_release(a, len) == 0);   /* release unpins */
+    strata_sb_free(b);                       /* so does free */
+    strata_sb_stats(&st);
+    CHECK(st.pinned == 0);
+    strata_sb_free(a);
+    CHECK(strata_sb_shutdown() == 0);
+}
+
+/* The budget all pinned: a fault on fresh memory finds nothing to evict
+ * and no load in flight, so it goes over at once (counted, said once)
+ * instead of waiting, fault after fault, for room that cannot come. */
+static char *pinned_fresh, *pinned_b;
+static size_t pinned_budget;
+static void pin_and_touch(void *arg) {
+    (void)arg;
+    size_t len = 8u << 20;
+    CHECK(strata_sb_acquire(pinned_b, len, STRATA_SB_WRITE | (pinned_budget < 2 * len ? STRATA_SB_OVER : 0)) == 0);
+    for (size_t i = 0; i < len; i += ps) pinned_fresh[i] = (char)(i / ps);
+}
+static void test_pinned_budget(size_t budget) {
+    strata_sb_config c = config(budget);
+    sb_init_or_skip(&c);
+    size_t len = 8u << 20;
+    char *a = strata_sb_malloc(len), *b = strata_sb_malloc(len);
+    pinned_fresh = strata_sb_malloc(len);
+    CHECK(a && b && pinned_fresh);
+    CHECK(strata_sb_acquire(a, len, STRATA_SB_WRITE) == 0);
+    pinned_b = b;
+    pinned_budget = budget;
+    const char *said = capture_stderr(pin_and_touch, NULL);
+    const char *line = strstr(said, "strata: storage-backed memory: nothing can be evicted");
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    printf("budget %zu MiB, 16 MiB pinned, 8 MiB touched: %llu loads over budget, resident %llu KiB\n",
+           budget >> 20, (unsigned long long)st.over_budget, (unsigned long long)st.resident >> 10);
+    CHECK(st.over_budget > 0);
+    CHECK(line && !strstr(line + 8, "strata: storage-backed memory: nothing can be evicted"));   /* said once */
+    for (size_t i = 0; i < len; i += ps) CHECK(pinned_fresh[i] == (char)(i / ps));
+    strata_sb_free(a);
+    strata_sb_free(b);
+    strata_sb_free(pinned_fresh);
+    CHECK(strata_sb_shutdown() == 0);
+}
+
+/* Aggressive read: a write to an evicted page loads a run, but only the
+ * granule written is dirty; the rest is written back only if written. */
+static void test_aggressive_write_back(void) {
+    strata_sb_config c = config(4u << 20);
+    c.read_policy = STRATA_SB_AGGRESSIVE;
+    sb_init_or_skip(&c);
+    size_t len = 16u << 20, words = len / 8;
+    uint64_t *p = strata_sb_malloc(len);
+    CHECK(p);
+    for (size_t i = 0; i < words; i++) p[i] = i;
+    strata_sb_release_all();
+    strata_sb_stats_t st;
+    strata_sb_stats(&st);
+    uint64_t before = st.bytes_written;
+    uint64_t rng = 88172645463325252ull;
+    enum { WRITES = 300 };
+    for (int k = 0; k < WRITES; k++) {
+        size_t i = rng_next(&rng) % words;
+        p[i] = ~(uint64_t)i;
+    }
+    strata_sb_release_all();
+    strata_sb_stats(&st);
+    uint64_t written = st.bytes_written - before;
+    printf("aggressive read, %d one-word writes: %llu KiB written back\n", WRITES, (unsigned long long)written >> 10);
+    if (mech == STRATA_SB_MECH_MPROTECT || st.wp_async) CHECK(written <= (uint64_t)WRITES * st.granularity);
+    rng = 88172645463325252ull;
+    static uint8_t hit[(16u << 20) / 8 / 8];
+    memset(hit, 0, sizeof hit);
+    for (int k = 0; k < WRITES; k++) {
+        size_t i = rng_next(&rng) % words;
+        hit[i / 8] |= (uint8_t)(1u << (i % 8));
+    }
+    for (size_t i = 0; i < words; i++) CHECK(p[i] == ((hit[i / 8] >> (i % 8)) & 1 ? ~(uint64_t)i : i));
+    strata_sb_free(p);
+    CHECK(strata_sb_shutdown() == 0);
+}
+
 int main(int argc, char **argv) {
     mech = parse_mech(argc > 1 ? argv[1] : "auto");
     dir = getenv("TEST_SB_DIR");
@@ -331,6 +456,10 @@ int main(int argc, char **argv) {
     test_cleaner();
     test_cleaner_room();
     test_write_ahead_clean();
+    test_acquire_total();
+    test_pinned_budget(16u << 20);
+    test_pinned_budget(12u << 20);
+    test_aggressive_write_back();
     test_syscalls();
     test_bad_pointers();
     test_auto_budget();
