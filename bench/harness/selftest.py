@@ -165,6 +165,11 @@ def test_tables(report):
     check("over the 2 of 3 workloads" in md, "geometric means use only workloads everyone completed")
     # strata/glibc: w-1 0.5, w-2 1.0 -> geomean 0.707
     check("| time | 1.00 | 0.816 | 0.707 |" in md, "geometric mean row of time")
+    # Strata / fastest other (glibc included): w-1 1.5/1.0, w-2 1.0/1.0 -> 1.22
+    check("geometric mean of Strata ÷ fastest other 1.22, target ≤ 0.970: **missed**" in md,
+          "time against the fastest other per workload")
+    check(report.allocator_order(["strata", "snmalloc", "glibc", "mimalloc3", "mimalloc"])
+          == ["glibc", "mimalloc", "mimalloc3", "snmalloc", "strata"], "the peers in the usual order")
     check("- w-2: not faster than glibc" in md and "peak RSS 2.00× the smallest (glibc" in md,
           "target misses are listed")
     check("| ns at size | glibc | jemalloc | strata |" in md and "| 8 B | – | – | 3.00 |" in md, "sweep metric table")
