@@ -22,6 +22,8 @@ TIME_SLACK = 1.10   # within 10 % of the fastest other allocator, per workload
 RSS_SLACK = 1.20    # peak RSS within 1.2x of the smallest
 # Strata's time geomean of (Strata / fastest other) per workload must stay at or below this.
 BEST_RATIO_TARGET = 0.97
+# Strata's peak RSS geomean at most this times glibc's, and below every other allocator's.
+RSS_GLIBC_SLACK = 1.05
 PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libgoogle-perftools4", "mimalloc": "libmimalloc2.0"}
 # Peers installed by scripts/install-peers.sh: a VERSION file beside the library.
 PEER_VERSIONS = {"mimalloc3": ("mimalloc3", "cmeel-mimalloc wheel"), "snmalloc": ("snmalloc", "snmalloc-sys crate")}
@@ -434,6 +436,14 @@ def render(rows, meta, plots):
             ok_r = gm_r["strata"] <= RSS_SLACK * gm_r[best_r]
             w("- Project target, peak RSS: Strata's geometric mean %s vs the smallest (%s) %s, limit %.1f×: **%s**."
               % (fmt(gm_r["strata"]), best_r, fmt(gm_r[best_r]), RSS_SLACK, "met" if ok_r else "missed"))
+            lean = [a for a in others if a != ref and a in gm_r]
+            if ref == "glibc" and lean:
+                lean_r = min(lean, key=lambda a: gm_r[a])
+                ok_l = gm_r["strata"] <= RSS_GLIBC_SLACK and gm_r["strata"] <= gm_r[lean_r]
+                w("- Project target, peak RSS against glibc: Strata's geometric mean %s× glibc's (limit %s×) "
+                  "and the lowest of the other allocators (the leanest, %s: %s): **%s**."
+                  % (fmt(gm_r["strata"]), fmt(RSS_GLIBC_SLACK), lean_r, fmt(gm_r[lean_r]),
+                     "met" if ok_l else "missed"))
         w("")
 
     for fam in t.families():
