@@ -237,11 +237,29 @@ def test_end_to_end(rb, report, tmp):
     check("nocheck under glibc, run 1: no-check" in log, "failures.log names the failed runs")
 
 
+def test_peers(rb):
+    """The peers' libraries are found where install-peers.sh puts them, and
+    mimalloc 3 runs with its transparent huge pages off."""
+    check(rb.BASE_ALLOCATORS[4] == ("mimalloc3", rb.PEERS + "/mimalloc3/libmimalloc.so.3")
+          and rb.BASE_ALLOCATORS[5] == ("snmalloc", rb.PEERS + "/snmalloc/libsnmallocshim.so"),
+          "mimalloc3 and snmalloc from bench/.peers")
+    saved = rb.BASE_ALLOCATORS
+    rb.BASE_ALLOCATORS = [("mimalloc3", sys.executable), ("snmalloc", sys.executable), ("nothere", "/nonexistent")]
+    try:
+        have, missing, _, _ = rb.allocator_table("/nonexistent", [], None)
+    finally:
+        rb.BASE_ALLOCATORS = saved
+    thp = os.environ.get("MIMALLOC_ALLOW_THP", "0")
+    check(have == [("mimalloc3", {"MIMALLOC_ALLOW_THP": thp, "LD_PRELOAD": sys.executable}),
+                   ("snmalloc", {"LD_PRELOAD": sys.executable})] and missing == [("nothere", "/nonexistent")],
+          "mimalloc3 preloaded with MIMALLOC_ALLOW_THP=%s, a missing library left out: %s" % (thp, have))
+
+
 def run(rb):
     import report
     with tempfile.TemporaryDirectory(prefix="strata-bench-selftest-") as tmp:
         for name, fn in (("parse", lambda: test_parse(rb, tmp)), ("launcher", lambda: test_launcher(rb, tmp)),
-                         ("tables", lambda: test_tables(report)),
+                         ("tables", lambda: test_tables(report)), ("peers", lambda: test_peers(rb)),
                          ("end to end", lambda: test_end_to_end(rb, report, tmp))):
             try:
                 fn()

@@ -258,7 +258,9 @@ ALLOCATOR_ABOUT = {
     "jemalloc": "jemalloc (Debian's libjemalloc2), preloaded",
     "tcmalloc": "tcmalloc from gperftools (libgoogle-perftools4), preloaded",
     "mimalloc": "mimalloc 2 (Debian's libmimalloc2.0), preloaded",
-    "mimalloc3": "mimalloc 3 (the shared library of the cmeel-mimalloc wheel, PyPI), preloaded",
+    "mimalloc3": "mimalloc 3 (the shared library of the cmeel-mimalloc wheel, PyPI), preloaded, with "
+                 "`MIMALLOC_ALLOW_THP=0` (its default asks for transparent huge pages, and each large block "
+                 "then costs whole 2 MiB pages: tens of times the peak RSS of the others on random large blocks)",
     "snmalloc": "snmalloc (libsnmallocshim.so built in Release from the snmalloc-sys crate's sources), preloaded",
     "strata": "Strata as built (build/libstrata.so), preloaded, default options",
 }

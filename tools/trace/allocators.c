@@ -89,6 +89,10 @@ void allocator_become(const char *name, const char *lib, char **argv)
     if (done && strcmp(done, name) == 0)
         return;
     setenv("STRATA_REPLAY_ALLOCATOR", name, 1);
+    /* As the bench harness runs it: mimalloc 3's default transparent huge
+     * pages cost whole 2 MiB pages per large block (bench/README.md). */
+    if (strcmp(name, "mimalloc3") == 0)
+        setenv("MIMALLOC_ALLOW_THP", "0", 0);
     if (lib[0])
         setenv("LD_PRELOAD", lib, 1);
     else
