@@ -17,6 +17,7 @@
 
 #include "bench.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 
@@ -87,6 +88,81 @@ static inline void handoff_free_chain(void *b, size_t max_size, size_t *count, u
         (*count)++;
         b = next;
     }
+}
+
+/* A crew: N threads that each own an inbox, with the counts every member
+ * keeps.  A workload's per-thread struct starts with a handoff_member. */
+typedef struct {
+    pthread_t tid;
+    size_t id, nthreads;
+    uint64_t seed;
+    handoff_inbox *inbox; /* every member's, indexed by id */
+    pthread_barrier_t *done;
+    size_t made, freed;
+    uint64_t made_sum, freed_sum;
+} handoff_member;
+
+typedef struct {
+    size_t n;
+    handoff_inbox *inbox;
+    pthread_barrier_t done;
+} handoff_crew;
+
+static inline void handoff_crew_init(handoff_crew *c, size_t n)
+{
+    c->n = n;
+    c->inbox = bench_xmalloc(n * sizeof *c->inbox);
+    for (size_t i = 0; i < n; i++)
+        atomic_init(&c->inbox[i].head, NULL);
+    pthread_barrier_init(&c->done, NULL, (unsigned)n);
+}
+
+static inline void handoff_member_init(handoff_member *m, handoff_crew *c, size_t id, uint64_t seed)
+{
+    *m = (handoff_member){ .id = id, .nthreads = c->n, .seed = seed + 7919 * (id + 1), .inbox = c->inbox,
+                           .done = &c->done };
+}
+
+/* Another member than m, at random. */
+static inline size_t handoff_other(const handoff_member *m, bench_rng *r)
+{
+    return (m->id + 1 + bench_rng_next(r) % (m->nthreads - 1)) % m->nthreads;
+}
+
+/* Runs fn on each member (members[i], `stride` bytes apart, each starting
+ * with its handoff_member) in a thread of its own and waits for them all;
+ * fails the run unless `want` blocks were made and each freed exactly once
+ * (counts and sums of sequence numbers) and every inbox was emptied.
+ * Returns the nanoseconds it took; frees the crew. */
+static inline uint64_t handoff_crew_run(handoff_crew *c, void *members, size_t stride, void *(*fn)(void *),
+                                        size_t want)
+{
+    uint64_t t0 = bench_now_ns();
+    for (size_t i = 0; i < c->n; i++) {
+        handoff_member *m = (handoff_member *)((char *)members + i * stride);
+        if (pthread_create(&m->tid, NULL, fn, m) != 0)
+            bench_fail("pthread_create failed");
+    }
+    size_t made = 0, freed = 0;
+    uint64_t made_sum = 0, freed_sum = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        handoff_member *m = (handoff_member *)((char *)members + i * stride);
+        pthread_join(m->tid, NULL);
+        made += m->made;
+        freed += m->freed;
+        made_sum += m->made_sum;
+        freed_sum += m->freed_sum;
+    }
+    uint64_t ns = bench_now_ns() - t0;
+    for (size_t i = 0; i < c->n; i++)
+        if (atomic_load(&c->inbox[i].head) != NULL)
+            bench_fail("thread %zu left blocks in its inbox", i);
+    if (made != want || freed != made || freed_sum != made_sum)
+        bench_fail("%zu blocks made (%zu expected), %zu freed (sums %llu, %llu)", made, want, freed,
+                   (unsigned long long)made_sum, (unsigned long long)freed_sum);
+    pthread_barrier_destroy(&c->done);
+    free(c->inbox);
+    return ns;
 }
 
 #endif /* STRATA_BENCH_HANDOFF_H */

@@ -18,55 +18,48 @@
  */
 #include "handoff.h"
 
-#include <pthread.h>
 #include <unistd.h>
 
 typedef struct {
-    pthread_t tid;
-    size_t id, nthreads, ops, burst, cross_pct, min, max;
-    uint64_t seed;
-    handoff_inbox *inbox; /* every thread's */
-    pthread_barrier_t *done;
-    size_t made, freed;
-    uint64_t made_sum, freed_sum;
+    handoff_member m;
+    size_t ops, burst, cross_pct, min, max;
 } worker;
 
 static void *run(void *arg)
 {
     worker *w = arg;
+    handoff_member *m = &w->m;
     bench_rng r;
-    bench_rng_seed(&r, w->seed);
+    bench_rng_seed(&r, m->seed);
     void **burst = bench_xmalloc(w->burst * sizeof(void *));
-    uint64_t seq = w->id;
+    uint64_t seq = m->id;
     for (size_t done = 0; done < w->ops;) {
         size_t n = w->ops - done < w->burst ? w->ops - done : w->burst;
         for (size_t i = 0; i < n; i++) {
             burst[i] = handoff_make(bench_rng_range(&r, w->min, w->max), seq);
-            w->made_sum += seq;
-            seq += w->nthreads;
+            m->made_sum += seq;
+            seq += m->nthreads;
         }
-        w->made += n;
+        m->made += n;
         done += n;
         void *first = NULL, *last = NULL;
         for (size_t i = 0; i < n; i++) {
-            if (w->nthreads > 1 && bench_rng_next(&r) % 100 < w->cross_pct) {
+            if (m->nthreads > 1 && bench_rng_next(&r) % 100 < w->cross_pct) {
                 handoff_set_next(burst[i], first);
                 if (!first)
                     last = burst[i];
                 first = burst[i];
             } else {
-                w->freed_sum += handoff_free(burst[i], w->max);
-                w->freed++;
+                m->freed_sum += handoff_free(burst[i], w->max);
+                m->freed++;
             }
         }
-        if (first) {
-            size_t to = (w->id + 1 + bench_rng_next(&r) % (w->nthreads - 1)) % w->nthreads;
-            handoff_push(&w->inbox[to], first, last);
-        }
-        handoff_free_chain(handoff_take_all(&w->inbox[w->id]), w->max, &w->freed, &w->freed_sum);
+        if (first)
+            handoff_push(&m->inbox[handoff_other(m, &r)], first, last);
+        handoff_free_chain(handoff_take_all(&m->inbox[m->id]), w->max, &m->freed, &m->freed_sum);
     }
-    pthread_barrier_wait(w->done);
-    handoff_free_chain(handoff_take_all(&w->inbox[w->id]), w->max, &w->freed, &w->freed_sum);
+    pthread_barrier_wait(m->done);
+    handoff_free_chain(handoff_take_all(&m->inbox[m->id]), w->max, &m->freed, &m->freed_sum);
     free(burst);
     return NULL;
 }
@@ -96,39 +89,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "need 1..1024 threads, burst > 0, cross <= 100, %d <= min <= max\n", HANDOFF_MIN);
         return 2;
     }
-    handoff_inbox *inbox = bench_xmalloc(threads * sizeof *inbox);
+    handoff_crew crew;
+    handoff_crew_init(&crew, threads);
     worker *w = bench_xmalloc(threads * sizeof *w);
-    pthread_barrier_t done;
-    pthread_barrier_init(&done, NULL, (unsigned)threads);
-    uint64_t t0 = bench_now_ns();
     for (size_t i = 0; i < threads; i++) {
-        atomic_init(&inbox[i].head, NULL);
-        w[i] = (worker){ .id = i, .nthreads = threads, .ops = ops / threads, .burst = burst, .cross_pct = cross,
-                         .min = min, .max = max, .seed = seed + 7919 * (i + 1), .inbox = inbox, .done = &done };
+        w[i] = (worker){ .ops = ops / threads, .burst = burst, .cross_pct = cross, .min = min, .max = max };
+        handoff_member_init(&w[i].m, &crew, i, seed);
     }
-    for (size_t i = 0; i < threads; i++)
-        if (pthread_create(&w[i].tid, NULL, run, &w[i]) != 0)
-            bench_fail("pthread_create failed");
-    size_t made = 0, freed = 0;
-    uint64_t made_sum = 0, freed_sum = 0;
-    for (size_t i = 0; i < threads; i++) {
-        pthread_join(w[i].tid, NULL);
-        made += w[i].made;
-        freed += w[i].freed;
-        made_sum += w[i].made_sum;
-        freed_sum += w[i].freed_sum;
-    }
-    uint64_t t1 = bench_now_ns();
-    for (size_t i = 0; i < threads; i++)
-        if (atomic_load(&inbox[i].head) != NULL)
-            bench_fail("thread %zu left blocks in its inbox", i);
-    if (made != (ops / threads) * threads || freed != made || freed_sum != made_sum)
-        bench_fail("%zu blocks made, %zu freed (sums %llu, %llu)", made, freed, (unsigned long long)made_sum,
-                   (unsigned long long)freed_sum);
-    pthread_barrier_destroy(&done);
+    size_t made = (ops / threads) * threads;
+    uint64_t ns = handoff_crew_run(&crew, w, sizeof *w, run, made);
     free(w);
-    free(inbox);
-    bench_metric("mops_per_s", (double)made / ((double)(t1 - t0) / 1e9) / 1e6);
+    bench_metric("mops_per_s", (double)made / ((double)ns / 1e9) / 1e6);
     bench_check_ok();
     return 0;
 }

@@ -16,27 +16,20 @@
  */
 #include "handoff.h"
 
-#include <pthread.h>
 #include <unistd.h>
 
 #define CHAIN 32
 
 typedef struct {
-    pthread_t tid;
-    size_t id, nthreads, ops, live, cross_pct, min, max;
-    uint64_t seed;
-    handoff_inbox *inbox;
-    pthread_barrier_t *done;
-    size_t made, freed;
-    uint64_t made_sum, freed_sum;
+    handoff_member m;
+    size_t ops, live, cross_pct, min, max;
 } worker;
 
-static void send(worker *w, bench_rng *r, void **first, void **last, size_t *n)
+static void send(handoff_member *m, bench_rng *r, void **first, void **last, size_t *n)
 {
     if (*n == 0)
         return;
-    size_t to = (w->id + 1 + bench_rng_next(r) % (w->nthreads - 1)) % w->nthreads;
-    handoff_push(&w->inbox[to], *first, *last);
+    handoff_push(&m->inbox[handoff_other(m, r)], *first, *last);
     *first = *last = NULL;
     *n = 0;
 }
@@ -44,45 +37,46 @@ static void send(worker *w, bench_rng *r, void **first, void **last, size_t *n)
 static void *run(void *arg)
 {
     worker *w = arg;
+    handoff_member *m = &w->m;
     bench_rng r;
-    bench_rng_seed(&r, w->seed);
-    uint64_t seq = w->id;
+    bench_rng_seed(&r, m->seed);
+    uint64_t seq = m->id;
     void **slot = bench_xmalloc(w->live * sizeof(void *));
     for (size_t i = 0; i < w->live; i++) {
         slot[i] = handoff_make(bench_rng_range(&r, w->min, w->max), seq);
-        w->made_sum += seq;
-        seq += w->nthreads;
+        m->made_sum += seq;
+        seq += m->nthreads;
     }
-    w->made += w->live;
+    m->made += w->live;
     void *first = NULL, *last = NULL;
     size_t out = 0;
     for (size_t k = 0; k < w->ops; k++) {
         size_t i = (size_t)(bench_rng_next(&r) % w->live);
         void *old = slot[i];
-        if (w->nthreads > 1 && bench_rng_next(&r) % 100 < w->cross_pct) {
+        if (m->nthreads > 1 && bench_rng_next(&r) % 100 < w->cross_pct) {
             handoff_set_next(old, first);
             if (!first)
                 last = old;
             first = old;
             if (++out == CHAIN)
-                send(w, &r, &first, &last, &out);
+                send(m, &r, &first, &last, &out);
         } else {
-            w->freed_sum += handoff_free(old, w->max);
-            w->freed++;
+            m->freed_sum += handoff_free(old, w->max);
+            m->freed++;
         }
         slot[i] = handoff_make(bench_rng_range(&r, w->min, w->max), seq);
-        w->made_sum += seq;
-        seq += w->nthreads;
-        w->made++;
+        m->made_sum += seq;
+        seq += m->nthreads;
+        m->made++;
         if (k % 64 == 63)
-            handoff_free_chain(handoff_take_all(&w->inbox[w->id]), w->max, &w->freed, &w->freed_sum);
+            handoff_free_chain(handoff_take_all(&m->inbox[m->id]), w->max, &m->freed, &m->freed_sum);
     }
-    send(w, &r, &first, &last, &out);
-    pthread_barrier_wait(w->done);
-    handoff_free_chain(handoff_take_all(&w->inbox[w->id]), w->max, &w->freed, &w->freed_sum);
+    send(m, &r, &first, &last, &out);
+    pthread_barrier_wait(m->done);
+    handoff_free_chain(handoff_take_all(&m->inbox[m->id]), w->max, &m->freed, &m->freed_sum);
     for (size_t i = 0; i < w->live; i++) {
-        w->freed_sum += handoff_free(slot[i], w->max);
-        w->freed++;
+        m->freed_sum += handoff_free(slot[i], w->max);
+        m->freed++;
     }
     free(slot);
     return NULL;
@@ -113,36 +107,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "need 1..1024 threads, live > 0, cross <= 100, %d <= min <= max\n", HANDOFF_MIN);
         return 2;
     }
-    handoff_inbox *inbox = bench_xmalloc(threads * sizeof *inbox);
+    handoff_crew crew;
+    handoff_crew_init(&crew, threads);
     worker *w = bench_xmalloc(threads * sizeof *w);
-    pthread_barrier_t done;
-    pthread_barrier_init(&done, NULL, (unsigned)threads);
-    uint64_t t0 = bench_now_ns();
     for (size_t i = 0; i < threads; i++) {
-        atomic_init(&inbox[i].head, NULL);
-        w[i] = (worker){ .id = i, .nthreads = threads, .ops = ops / threads, .live = live, .cross_pct = cross,
-                         .min = min, .max = max, .seed = seed + 7919 * (i + 1), .inbox = inbox, .done = &done };
+        w[i] = (worker){ .ops = ops / threads, .live = live, .cross_pct = cross, .min = min, .max = max };
+        handoff_member_init(&w[i].m, &crew, i, seed);
     }
-    for (size_t i = 0; i < threads; i++)
-        if (pthread_create(&w[i].tid, NULL, run, &w[i]) != 0)
-            bench_fail("pthread_create failed");
-    size_t made = 0, freed = 0;
-    uint64_t made_sum = 0, freed_sum = 0;
-    for (size_t i = 0; i < threads; i++) {
-        pthread_join(w[i].tid, NULL);
-        made += w[i].made;
-        freed += w[i].freed;
-        made_sum += w[i].made_sum;
-        freed_sum += w[i].freed_sum;
-    }
-    uint64_t t1 = bench_now_ns();
-    if (made != (ops / threads + live) * threads || freed != made || freed_sum != made_sum)
-        bench_fail("%zu blocks made, %zu freed (sums %llu, %llu)", made, freed, (unsigned long long)made_sum,
-                   (unsigned long long)freed_sum);
-    pthread_barrier_destroy(&done);
+    uint64_t ns = handoff_crew_run(&crew, w, sizeof *w, run, (ops / threads + live) * threads);
     free(w);
-    free(inbox);
-    bench_metric("mops_per_s", (double)(ops / threads * threads) / ((double)(t1 - t0) / 1e9) / 1e6);
+    bench_metric("mops_per_s", (double)(ops / threads * threads) / ((double)ns / 1e9) / 1e6);
     bench_check_ok();
     return 0;
 }
