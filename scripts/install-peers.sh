@@ -77,6 +77,8 @@ install_snmalloc() {
   say "snmalloc: fetching the snmalloc-sys $SNMALLOC_SYS_VERSION crate from crates.io with cargo"
   # A throwaway crate that depends on snmalloc-sys: `cargo vendor` puts the
   # dependency's sources (snmalloc's own tree under upstream/) in one place.
+  # Without its default features it has no dependencies of its own (cc and
+  # cmake are its Rust build's), so an older Cargo resolves nothing newer.
   local work=$dir/snmalloc-src
   rm -rf "$work"
   mkdir -p "$work/fetch/src"
@@ -88,7 +90,7 @@ edition = "2021"
 publish = false
 
 [dependencies]
-snmalloc-sys = "=$SNMALLOC_SYS_VERSION"
+snmalloc-sys = { version = "=$SNMALLOC_SYS_VERSION", default-features = false }
 EOF
   : >"$work/fetch/src/lib.rs"
   (cd "$work/fetch" && CARGO_HOME=$dir/cargo-home cargo vendor --quiet --versioned-dirs "$work/vendor" >/dev/null)
