@@ -2,7 +2,7 @@
 #   make                the libraries and the tools (build/libstrata.so, build/bin/strata-*)
 #   make install        those, into PREFIX (default /usr/local)
 #   make test           build everything, tests included, and run the whole test suite
-#   make bench          the quick comparison with glibc, jemalloc, tcmalloc, mimalloc
+#   make bench          the quick comparison with glibc, jemalloc, tcmalloc, mimalloc 2/3, snmalloc
 #                       (3 min on 2 idle cores); FULL=1 for every workload (about 45 min).
 #                       Results in bench/runs/<time>/, bench/runs/latest points at the last.
 #   make bench-record   a full run, copied into bench/results/ (the committed record)

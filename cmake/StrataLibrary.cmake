@@ -35,6 +35,9 @@ set(STRATA_COMMON_FLAGS ${STRATA_WARNINGS} -fvisibility=hidden -fno-builtin-mall
 
 option(STRATA_DEBUG "Check internal invariants everywhere (strata_assert); slow" OFF)
 
+# The C++ operators let std::bad_alloc unwind through them (src/init/cxx_operators.c).
+set_source_files_properties(${CMAKE_SOURCE_DIR}/src/init/cxx_operators.c PROPERTIES COMPILE_OPTIONS -fexceptions)
+
 add_library(strata_obj OBJECT ${STRATA_SOURCES})
 if(STRATA_DEBUG)
   target_compile_definitions(strata_obj PRIVATE STRATA_DEBUG=1)

@@ -20,7 +20,7 @@ fuzzer_present() {
 
 # Packages by purpose.  Each line: a command or file that proves it is there, then the package.
 need_test=(
-  "cmake:cmake" "ninja:ninja-build" "gcc:gcc" "python3:python3" "git:git"
+  "cmake:cmake" "ninja:ninja-build" "gcc:gcc" "g++:g++" "python3:python3" "git:git"
   "sqlite3:sqlite3" "pkg-config:pkg-config" "clang:clang"
   "mpirun:openmpi-bin" "/usr/include/x86_64-linux-gnu/openmpi/mpi.h:libopenmpi-dev"
   "mpirun.mpich:mpich" "/usr/include/x86_64-linux-gnu/mpich/mpi.h:libmpich-dev"
@@ -34,6 +34,9 @@ need_bench=(
   "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2:libmimalloc2.0"
   "/usr/lib/python3/dist-packages/matplotlib/__init__.py:python3-matplotlib"
   "/usr/share/doc/python3-venv:python3-venv"
+  # mimalloc 3 and snmalloc (scripts/install-peers.sh): pip downloads one,
+  # cargo fetches the other's sources, built with CMake and g++
+  "cargo:cargo"
 )
 if [ "$what" = bench ]; then list=("${need_bench[@]}"); else list=("${need_test[@]}"); fi
 
@@ -76,5 +79,9 @@ fi
 if ! compgen -G "/var/lib/apt/lists/*_Packages*" >/dev/null; then
   echo "install-deps: apt-get update (package lists, for the NUMA guest's kernel)"
   $sudo apt-get update -qq
+fi
+# The peers Debian does not package, into bench/.peers (git-ignored).
+if [ "$what" = bench ]; then
+  "$(dirname "$0")/install-peers.sh"
 fi
 exit 0

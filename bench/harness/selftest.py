@@ -165,6 +165,14 @@ def test_tables(report):
     check("over the 2 of 3 workloads" in md, "geometric means use only workloads everyone completed")
     # strata/glibc: w-1 0.5, w-2 1.0 -> geomean 0.707
     check("| time | 1.00 | 0.816 | 0.707 |" in md, "geometric mean row of time")
+    # Strata / fastest other (glibc included): w-1 1.5/1.0, w-2 1.0/1.0 -> 1.22
+    check("geometric mean of Strata ÷ fastest other 1.22, target ≤ 0.970: **missed**" in md,
+          "time against the fastest other per workload")
+    # peak RSS vs glibc: w-1 0.9, w-2 2.0 -> 1.34; jemalloc 1.5, 1.0 -> 1.22
+    check("Strata's geometric mean 1.34× glibc's (limit 1.05×) and the lowest of the other allocators "
+          "(the leanest, jemalloc: 1.22): **missed**" in md, "peak RSS against glibc and the leanest other")
+    check(report.allocator_order(["strata", "snmalloc", "glibc", "mimalloc3", "mimalloc"])
+          == ["glibc", "mimalloc", "mimalloc3", "snmalloc", "strata"], "the peers in the usual order")
     check("- w-2: not faster than glibc" in md and "peak RSS 2.00× the smallest (glibc" in md,
           "target misses are listed")
     check("| ns at size | glibc | jemalloc | strata |" in md and "| 8 B | – | – | 3.00 |" in md, "sweep metric table")
@@ -229,11 +237,29 @@ def test_end_to_end(rb, report, tmp):
     check("nocheck under glibc, run 1: no-check" in log, "failures.log names the failed runs")
 
 
+def test_peers(rb):
+    """The peers' libraries are found where install-peers.sh puts them, and
+    mimalloc 3 runs with its transparent huge pages off."""
+    check(rb.BASE_ALLOCATORS[4] == ("mimalloc3", rb.PEERS + "/mimalloc3/libmimalloc.so.3")
+          and rb.BASE_ALLOCATORS[5] == ("snmalloc", rb.PEERS + "/snmalloc/libsnmallocshim.so"),
+          "mimalloc3 and snmalloc from bench/.peers")
+    saved = rb.BASE_ALLOCATORS
+    rb.BASE_ALLOCATORS = [("mimalloc3", sys.executable), ("snmalloc", sys.executable), ("nothere", "/nonexistent")]
+    try:
+        have, missing, _, _ = rb.allocator_table("/nonexistent", [], None)
+    finally:
+        rb.BASE_ALLOCATORS = saved
+    thp = os.environ.get("MIMALLOC_ALLOW_THP", "0")
+    check(have == [("mimalloc3", {"MIMALLOC_ALLOW_THP": thp, "LD_PRELOAD": sys.executable}),
+                   ("snmalloc", {"LD_PRELOAD": sys.executable})] and missing == [("nothere", "/nonexistent")],
+          "mimalloc3 preloaded with MIMALLOC_ALLOW_THP=%s, a missing library left out: %s" % (thp, have))
+
+
 def run(rb):
     import report
     with tempfile.TemporaryDirectory(prefix="strata-bench-selftest-") as tmp:
         for name, fn in (("parse", lambda: test_parse(rb, tmp)), ("launcher", lambda: test_launcher(rb, tmp)),
-                         ("tables", lambda: test_tables(report)),
+                         ("tables", lambda: test_tables(report)), ("peers", lambda: test_peers(rb)),
                          ("end to end", lambda: test_end_to_end(rb, report, tmp))):
             try:
                 fn()

@@ -17,7 +17,9 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
 CODE_DIRS = ("src", "include", "mpi", "tools", "bench", "tests", "scripts", "cmake")
 TOP_DIRS = ("src", "include", "tests", "tools", "bench", "docs", "scripts", "mpi", "cmake")
 PATH_RE = re.compile(r"(?<![\w./-])((?:%s)/[A-Za-z0-9_.+/-]*[A-Za-z0-9_+/])" % "|".join(TOP_DIRS))
-CALL_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*_[A-Za-z0-9_]*)\(\)")
+# A name() with an underscore, not qualified (std::get_new_handler() is the
+# C++ library's) and not reserved to the implementation (__name).
+CALL_RE = re.compile(r"(?<![:\w])((?!__)[A-Za-z_][A-Za-z0-9_]*_[A-Za-z0-9_]*)\(\)")
 OPT_RE = re.compile(r"\b((?:strata|STRATA)_[A-Za-z0-9_]*[A-Za-z0-9])\b")
 ISSUE_RE = re.compile(r"\b(?:[Ii]ssue|task) #?\d+\b|\bstop \d+\b|\bh-[a-z]+(?:-[a-z]+)*\b(?= branch)")
 COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)

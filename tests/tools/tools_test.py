@@ -705,6 +705,38 @@ def t_formats():
     print("formats ok: %s" % ", ".join(names))
 
 
+def t_peers():
+    """strata-replay --allocator mimalloc3|snmalloc|all: the peers come from
+    $BENCH_PEERS_DIR (scripts/install-peers.sh's layout); one missing there is
+    named with its path; present, it is replayed like any other."""
+    d = workdir("peers")
+    tr = os.path.join(d, "p.trace")
+    run([tool("strata-tracegen"), "random", "-o", tr, "--live", "100", "--ops", "2000"])
+    peers = os.path.join(d, "peers")
+    env = dict(env_with_preload(), BENCH_PEERS_DIR=peers)
+    expect = os.path.join(peers, "snmalloc", "libsnmallocshim.so")
+    p = run([tool("strata-replay"), tr, "--allocator", "snmalloc"], expect_rc=2, env=env)
+    if "allocator snmalloc: library %s not found" % expect not in p.stderr:
+        fail("a missing peer is not named with its path: %r" % p.stderr)
+    lib = os.path.realpath(os.path.join(ARGS.bin, "..", "libstrata.so"))
+    if not os.path.exists(lib):
+        print("peers ok (no libstrata.so to stand in for the peers)")
+        return
+    # Any malloc-replacing library stands in for them here.
+    for sub, name in (("mimalloc3", "libmimalloc.so.3"), ("snmalloc", "libsnmallocshim.so")):
+        os.makedirs(os.path.join(peers, sub))
+        os.symlink(lib, os.path.join(peers, sub, name))
+    doc = json.loads(run([tool("strata-replay"), tr, "--allocator", "all", "--format", "json"], env=env,
+                         expect_rc=None).stdout)
+    rows = {a["allocator"]: a["status"] for a in doc["allocators"]}
+    if [a["allocator"] for a in doc["allocators"]] != ["glibc", "jemalloc", "tcmalloc", "mimalloc", "mimalloc3",
+                                                       "snmalloc", "strata"]:
+        fail("--allocator all: rows %s" % list(rows))
+    if rows["mimalloc3"] != "ok" or rows["snmalloc"] != "ok" or rows["strata"] != "ok":
+        fail("--allocator all: peers not replayed: %s" % rows)
+    print("peers ok: %s" % rows)
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -725,6 +757,8 @@ def main():
         t_stats()
     elif ARGS.test == "formats":
         t_formats()
+    elif ARGS.test == "peers":
+        t_peers()
     elif ARGS.test in tests and ARGS.prog:
         tests[ARGS.test](ARGS.prog)
     else:

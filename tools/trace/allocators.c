@@ -35,6 +35,13 @@ int allocator_library(const char *name, char *lib, size_t cap)
         {"tcmalloc", "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"},
         {"mimalloc", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"},
     };
+    /* Peers no distribution packages: scripts/install-peers.sh builds them
+     * into the source tree's bench/.peers, or $BENCH_PEERS_DIR, as for the
+     * bench harness. */
+    static const struct { const char *name, *path; } peers[] = {
+        {"mimalloc3", "mimalloc3/libmimalloc.so.3"},
+        {"snmalloc", "snmalloc/libsnmallocshim.so"},
+    };
     if (strcmp(name, "glibc") == 0 || strcmp(name, "system") == 0) {
         lib[0] = 0;
         return 1;
@@ -43,6 +50,12 @@ int allocator_library(const char *name, char *lib, size_t cap)
         if (strcmp(name, known[i].name) == 0) {
             snprintf(lib, cap, "%s", known[i].path);
             return file_exists(lib);
+        }
+    for (size_t i = 0; i < sizeof peers / sizeof peers[0]; i++)
+        if (strcmp(name, peers[i].name) == 0) {
+            const char *dir = getenv("BENCH_PEERS_DIR");
+            snprintf(lib, cap, "%s/%s", dir && dir[0] ? dir : STRATA_PEERS_DIR, peers[i].path);
+            return file_exists(lib) && canonical(lib, cap);
         }
     if (strcmp(name, "strata") == 0) {
         char self[PATH_MAX];
@@ -76,6 +89,10 @@ void allocator_become(const char *name, const char *lib, char **argv)
     if (done && strcmp(done, name) == 0)
         return;
     setenv("STRATA_REPLAY_ALLOCATOR", name, 1);
+    /* As the bench harness runs it: mimalloc 3's default transparent huge
+     * pages cost whole 2 MiB pages per large block (bench/README.md). */
+    if (strcmp(name, "mimalloc3") == 0)
+        setenv("MIMALLOC_ALLOW_THP", "0", 0);
     if (lib[0])
         setenv("LD_PRELOAD", lib, 1);
     else

@@ -1,7 +1,9 @@
 /* allocators.h — the allocators strata-replay knows by name.
  *
  * glibc is the C library's own malloc (nothing preloaded); jemalloc, tcmalloc
- * and mimalloc are the Debian packages' libraries; strata is the libstrata.so
+ * and mimalloc (2) are the Debian packages' libraries; mimalloc3 and snmalloc
+ * are those scripts/install-peers.sh installs (bench/.peers of the source tree,
+ * or $BENCH_PEERS_DIR); strata is the libstrata.so
  * of the build tree (next to bin/) or of the install libdir; a name with a
  * slash is a path to any malloc-replacing library.
  */

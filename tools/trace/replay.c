@@ -1,6 +1,6 @@
 /* replay.c — strata-replay: replays a trace against an allocator.
  *
- *   strata-replay FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so|all|A,B,...]
+ *   strata-replay FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|mimalloc3|snmalloc|PATH.so|all|A,B,...]
  *                      [--touch none|page|full] [--by-size] [--quiet]
  *                      [--format text|json|csv] [--max-live SIZE]
  *
@@ -423,7 +423,8 @@ static void print_results(const result *rs, int n, int fmt, const char *path)
 /* Whether name is an allocator strata-replay knows or a library path. */
 static int known_allocator(const char *name)
 {
-    static const char *const names[] = {"glibc", "system", "jemalloc", "tcmalloc", "mimalloc", "strata"};
+    static const char *const names[] = {"glibc", "system", "jemalloc", "tcmalloc", "mimalloc", "mimalloc3",
+                                        "snmalloc", "strata"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i]))
             return 1;
@@ -436,12 +437,13 @@ static int known_allocator(const char *name)
 static int compare(const char *list, char **argv, int argc, int fmt, const char *path)
 {
     char names[1024];
-    static const char all[] = "glibc,jemalloc,tcmalloc,mimalloc,strata";
+    static const char all[] = "glibc,jemalloc,tcmalloc,mimalloc,mimalloc3,snmalloc,strata";
+    enum { ALL_COUNT = 7 };
     if (strlen(list) >= sizeof names - sizeof all) {
         fprintf(stderr, "%s: --allocator: list too long\n", prog);
         return 2;
     }
-    /* "all" names the usual five; missing ones are then only reported.  An
+    /* "all" names the usual seven; missing ones are then only reported.  An
      * allocator named on its own must be known and installed. */
     names[0] = 0;
     int from_all[64] = {0}, count = 0;
@@ -449,16 +451,18 @@ static int compare(const char *list, char **argv, int argc, int fmt, const char 
     snprintf(copy, sizeof copy, "%s", list);
     for (char *save = NULL, *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         if (!strcmp(name, "all")) {
-            for (int k = 0; k < 5; k++)
+            if (count + ALL_COUNT > 64)
+                break; /* refused below: more than 32 names */
+            for (int k = 0; k < ALL_COUNT; k++)
                 from_all[count + k] = 1;
-            count += 5;
+            count += ALL_COUNT;
             strcat(names, names[0] ? "," : "");
             strcat(names, all);
             continue;
         }
         if (!known_allocator(name)) {
             fprintf(stderr, "%s: --allocator: unknown allocator '%s' (known: glibc, jemalloc, tcmalloc, "
-                            "mimalloc, strata, all, or a path to a library)\n", prog, name);
+                            "mimalloc, mimalloc3, snmalloc, strata, all, or a path to a library)\n", prog, name);
             return 2;
         }
         count++;
@@ -542,7 +546,7 @@ static uint64_t default_max_live(void)
 static void usage(int code)
 {
     fprintf(code ? stderr : stdout,
-            "usage: %s FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|PATH.so|all|A,B,...]\n"
+            "usage: %s FILE [--allocator glibc|strata|jemalloc|tcmalloc|mimalloc|mimalloc3|snmalloc|PATH.so|all|A,B,...]\n"
             "                    [--touch none|page|full] [--by-size] [--quiet]\n"
             "                    [--format text|json|csv] [--max-live SIZE]\n"
             "--max-live: refuse traces whose live blocks exceed SIZE at any time (default: half the RAM)\n",
@@ -613,7 +617,7 @@ int main(int argc, char **argv)
     if (alloc_name) {
         if (!known_allocator(alloc_name)) {
             fprintf(stderr, "%s: --allocator: unknown allocator '%s' (known: glibc, jemalloc, tcmalloc, "
-                            "mimalloc, strata, all, or a path to a library)\n", prog, alloc_name);
+                            "mimalloc, mimalloc3, snmalloc, strata, all, or a path to a library)\n", prog, alloc_name);
             return 2;
         }
         if (!allocator_library(alloc_name, lib, sizeof lib)) {

@@ -16,10 +16,9 @@
  * usage: bench-larson [-t threads] [-s slots] [-o replacements] [-r rounds]
  *                     [-l min_size] [-h max_size] [-S seed]
  */
-#include "bench.h"
+#include "larson_opts.h"
 
 #include <pthread.h>
-#include <unistd.h>
 
 typedef struct {
     void **block;
@@ -57,28 +56,9 @@ static void *worker(void *p)
 
 int main(int argc, char **argv)
 {
-    size_t threads = 2, slots = 40000, ops = 10000000, rounds = 8, min = 8, max = 1000;
-    uint64_t seed = 4141;
-    int c;
-    while ((c = getopt(argc, argv, "t:s:o:r:l:h:S:")) != -1) {
-        switch (c) {
-        case 't': threads = bench_parse_count(optarg); break;
-        case 's': slots = bench_parse_count(optarg); break;
-        case 'o': ops = bench_parse_count(optarg); break;
-        case 'r': rounds = bench_parse_count(optarg); break;
-        case 'l': min = bench_parse_count(optarg); break;
-        case 'h': max = bench_parse_count(optarg); break;
-        case 'S': seed = bench_parse_count(optarg); break;
-        default:
-            fprintf(stderr, "usage: %s [-t threads] [-s slots] [-o ops] [-r rounds] [-l min] [-h max] [-S seed]\n",
-                    argv[0]);
-            return 2;
-        }
-    }
-    if (threads == 0 || rounds == 0 || slots < threads || min == 0 || max < min || max > UINT32_MAX) {
-        fprintf(stderr, "need threads, rounds > 0, slots >= threads, 0 < min <= max < 4 GiB\n");
-        return 2;
-    }
+    larson_opts o = larson_parse(argc, argv);
+    size_t threads = o.threads, slots = o.slots, ops = o.ops, rounds = o.rounds, min = o.min, max = o.max;
+    uint64_t seed = o.seed;
 
     bench_rng rng;
     bench_rng_seed(&rng, seed);
