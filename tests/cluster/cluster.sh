@@ -128,6 +128,7 @@ start_node() {
     local cg=/sys/fs/cgroup/$c$(own_cgroup $c)/strata-cluster-$$-$node
     mkdir "$cg" || return 1
     echo "$cg" >> "$d/cgroups"
+    echo "$cg" >> "$d/$node.cgroups"
     cgs="$cgs $cg"
   done
   # The node's first process enters its cgroups before unshare, so that the
@@ -189,6 +190,11 @@ cluster_up() {
   on node2 ip addr add $CLUSTER_NET.2/24 dev eth0 && on node2 ip link set eth0 up ||
     { cluster_fail "cannot configure the veth pair"; return 1; }
   for n in $CLUSTER_NODES; do start_daemons "$n" || return 1; done
+  for n in $CLUSTER_NODES; do
+    setsid python3 "$CLUSTER_SRC/launch.py" serve "$CLUSTER_DIR" "$n" > "$CLUSTER_DIR/log/launch-$n.log" 2>&1 &
+    echo $! > "$CLUSTER_DIR/$n.helper"
+    wait_for "launch helper on $n" on "$n" test -S /run/strata-launch.sock || return 1
+  done
   on node1 slurmctld -f "$CLUSTER_DIR/slurm.conf" ||
     { cluster_fail "slurmctld did not start: $(tail -5 "$CLUSTER_DIR/log/slurmctld.log")"; return 1; }
   for n in $CLUSTER_NODES; do
@@ -210,6 +216,8 @@ cluster_down() {
   for n in $CLUSTER_NODES; do
     p=$(cat "$CLUSTER_DIR/$n.pid" 2>/dev/null) || continue
     kill -KILL "$p" 2>/dev/null
+    # the launch helper and the handlers it forked: one process group
+    p=$(cat "$CLUSTER_DIR/$n.helper" 2>/dev/null) && kill -KILL -- "-$p" 2>/dev/null
   done
   if [ -f "$CLUSTER_DIR/cgroups" ]; then
     while read -r cg; do
