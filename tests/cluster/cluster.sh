@@ -137,6 +137,7 @@ start_node() {
     unshare -n -m -u -i -p -C -f --mount-proc "$CLUSTER_SRC/node-init.sh" "$node" "$d/hosts" "$d/$node.ready" \
     > "$d/log/$node-init.log" 2>&1 &
   local u=$! i child=""
+  disown $u   # not a job of the caller's: a plain `wait` there must not wait for the node
   for i in $(seq 100); do
     [ -e "$d/$node.ready" ] && child=$(cat /proc/$u/task/$u/children 2>/dev/null) && [ -n "$child" ] && break
     kill -0 $u 2>/dev/null || break
@@ -193,6 +194,7 @@ cluster_up() {
   for n in $CLUSTER_NODES; do
     setsid python3 "$CLUSTER_SRC/launch.py" serve "$CLUSTER_DIR" "$n" > "$CLUSTER_DIR/log/launch-$n.log" 2>&1 &
     echo $! > "$CLUSTER_DIR/$n.helper"
+    disown $!   # its end at teardown is no news
     wait_for "launch helper on $n" on "$n" test -S /run/strata-launch.sock || return 1
   done
   on node1 slurmctld -f "$CLUSTER_DIR/slurm.conf" ||

@@ -4,7 +4,7 @@
 # namespaces.  It gives the node what a machine of its own has: a hostname,
 # private /tmp, /dev/shm and /run (so a storage group's table, a channel's
 # file, munge's socket and Slurm's spool are the node's alone), its own /proc
-# and /sys, the cgroup v1 hierarchies rooted at the node's cgroup, and the
+# and /sys, a boot id of its own, the cgroup v1 hierarchies rooted at the node's cgroup, and the
 # cluster's /etc/hosts; then it stays, reaping orphans (slurmd and slurmstepd
 # daemonize), until the cluster is torn down.  Killing it ends every process
 # of the node: the kernel kills a PID namespace with its first process.
@@ -22,6 +22,11 @@ for c in memory freezer; do
   mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c
 done
 mount --bind "$hosts" /etc/hosts
+# A boot id of its own: UCX (under MPICH) takes two processes with the same
+# boot id for one machine and joins them by shared memory, which does not
+# cross nodes: MPI_Finalize then hung in most runs.
+cat /proc/sys/kernel/random/uuid > /run/boot_id
+mount --bind /run/boot_id /proc/sys/kernel/random/boot_id
 hostname "$name"
 ip link set lo up
 echo ok > "$ready"
