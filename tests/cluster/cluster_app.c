@@ -215,9 +215,10 @@ static void group_line(const char *extra) {
     void (*sb_stats)(strata_sb_stats_t *) = STRATA_FN(strata_sb_stats);
     strata_sb_stats_t st = {0};
     if (sb_stats) sb_stats(&st);
-    say("members=%d group_budget=%llu resident=%llu evictions=%llu %s", st.group_members,
+    const char *job = getenv("SLURM_JOB_ID");
+    say("members=%d group_budget=%llu resident=%llu evictions=%llu job=%s %s", st.group_members,
         (unsigned long long)st.group_budget, (unsigned long long)st.resident, (unsigned long long)st.evictions,
-        extra);
+        job ? job : "-", extra);
 }
 
 static int mode_group(size_t mb, int rounds, const char *dir) {
