@@ -109,9 +109,10 @@ check_mpi() {
     { fail "not built for $flavor (no mpicc.$flavor?)"; return; }
   new_job "$flavor" ring 8
   # MPICH's UCX (1.13) hangs in MPI_Finalize across nodes over TCP in most
-  # runs, under glibc as well (openucx/ucx#8738: TCP endpoints stop being
-  # progressed during cleanup): its runs are cut short, and a run that printed
-  # every rank's line and the result counts, the hang noted.
+  # runs, under glibc as well (a UCX bug: TCP endpoints stop being progressed
+  # while they are flushed at close; docs/notes/cluster.md): its runs are cut
+  # short, and a run that printed every rank's line and the result counts,
+  # the hang noted.
   local limit=120; [ $flavor = mpich ] && limit=30
   run_plain $limit srun --mpi=$pmi -N2 -n4 ./app; rc=$?
   [ $rc -eq 0 ] || finalize_hang $rc || { fail "srun under glibc failed"; show; return; }
