@@ -17,7 +17,8 @@
 #   release                a rank blocked in MPI_Recv on the other node gives
 #                          back its storage-backed memory, as on one node
 #   faults                 a node's slurmd dead: a clear error, bounded
-#   prereqs                missing packages or no root: a clear message, 77
+#   prereqs                missing packages, no root, namespaces refused: a
+#                          clear message and 77
 #   teardown               Ctrl-C while the cluster runs leaves nothing behind
 # Exit: 0 all passed, 1 a check failed, 77 this machine cannot run the
 # cluster (the reason on stderr).  The Slurm and MPI command lines come from
@@ -74,9 +75,9 @@ run_doc() {
   block=$(doc_block "$file" "$name")
   [ -n "$block" ] || { fail "docs/$file has no block marked cluster-test: $name"; return 1; }
   if [ "$1" = - ]; then   # no allocation: mpirun started over the launch agent
-    in_background on node1 timeout -k 5 "$secs" bash -c "cd '$job' && $block" > "$job/out" 2>&1
+    in_background on node1 timeout -k 15 "$secs" bash -c "cd '$job' && $block" > "$job/out" 2>&1
   else
-    in_background on node1 timeout -k 5 "$secs" salloc -Q -N2 "$@" bash -c "cd '$job' && $block" > "$job/out" 2>&1
+    in_background on node1 timeout -k 15 "$secs" salloc -Q -N2 "$@" bash -c "cd '$job' && $block" > "$job/out" 2>&1
   fi
 }
 
@@ -87,9 +88,11 @@ in_background() { "$@" & wait $!; }
 # run_plain SECONDS CMD...: a command on node1, in $job, output in $job/out.
 run_plain() {
   local secs=$1; shift
-  in_background on node1 timeout -k 5 "$secs" bash -c "cd '$job' && $*" > "$job/out" 2>&1
+  in_background on node1 timeout -k 15 "$secs" bash -c "cd '$job' && $*" > "$job/out" 2>&1
 }
 
+# expect N REGEX WHAT: exactly N lines of the job's output match, or WHAT failed.
+expect() { [ "$(count "$2")" -eq "$1" ] || { fail "$3"; show 30; }; }
 show() { sed 's/^/    | /' "$job/out" | tail -${2:-15}; }
 count() { grep -c -E "$1" "$job/out"; }
 result_of() { sed -n 's/^result //p' "$job/out"; }
@@ -97,7 +100,7 @@ result_of() { sed -n 's/^result //p' "$job/out"; }
 # finalize_hang STATUS: the run was cut short (timeout) after all 4 ranks
 # and rank 0 had printed: MPI_Finalize hung (MPICH over UCX's TCP, above).
 finalize_hang() {
-  [ "$1" -eq 124 ] && [ "$(count '^rank [0-3] host ')" -eq 4 ] && [ -n "$(result_of)" ] || return 1
+  { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; } && [ "$(count '^rank [0-3] host ')" -eq 4 ] && [ -n "$(result_of)" ] || return 1
   note "MPI_Finalize did not return within the limit (all ranks had printed): the UCX TCP hang, cut short"
 }
 
@@ -211,19 +214,19 @@ check_transfer() {
   run_plain 120 srun --mpi=pmix -N2 -n4 --export=ALL,LD_PRELOAD=$B/libstrata.so,STRATA_CHAN_TIMEOUT_MS=3000 ./app ||
     { fail "the transfer job failed"; show 30; return; }
   # 4 ranks: each has 1 partner on its node and 2 on the other.
-  [ "$(count 'cma peer=[0-9] same_node=1 moved=4194304 errno=0 got_peer_data=1')" -eq 4 ] ||
-    { fail "single copy within a node did not move the peer's data"; show 30; }
-  [ "$(count 'cma peer=[0-9] same_node=0 .*got_peer_data=0')" -eq 8 ] ||
-    { fail "single copy across nodes returned the peer's data"; show 30; }
-  [ "$(count 'cma peer=[0-9] same_node=0 moved=-1 errno=(3|1|14) .*msg="strata: ')" -eq 8 ] ||
-    { fail "single copy across nodes not refused with ESRCH/EPERM/EFAULT and a message"; show 30; }
-  [ "$(count 'chan peer=[0-9] same_node=1 role=send rc=0 errno=0 cma_sent=[1-9]')" -eq 2 ] &&
-  [ "$(count 'chan peer=[0-9] same_node=1 role=open opened=1 errno=0 received_ok=1')" -eq 2 ] ||
-    { fail "a channel within a node did not carry 4 MiB by single copy"; show 30; }
-  [ "$(count 'chan peer=[0-9] same_node=0 role=open opened=0 errno=110 .*nobody created it')" -eq 4 ] ||
-    { fail "opening a channel across nodes did not time out with 'nobody created it'"; show 30; }
-  [ "$(count 'chan peer=[0-9] same_node=0 role=send rc=(-1|110|32) errno=(110|32) .*msg="strata: ')" -eq 4 ] ||
-    { fail "sending on a channel nobody opened (other node) did not fail with a message"; show 30; }
+  expect 4 'cma peer=[0-9] same_node=1 moved=4194304 errno=0 got_peer_data=1' \
+    "single copy within a node did not move the peer's data"
+  expect 8 'cma peer=[0-9] same_node=0 .*got_peer_data=0' "single copy across nodes returned the peer's data"
+  expect 8 'cma peer=[0-9] same_node=0 moved=-1 errno=(3|1|14) .*msg="strata: ' \
+    "single copy across nodes not refused with ESRCH/EPERM/EFAULT and a message"
+  expect 2 'chan peer=[0-9] same_node=1 role=send rc=0 errno=0 cma_sent=[1-9]' \
+    "a channel within a node did not send 4 MiB by single copy"
+  expect 2 'chan peer=[0-9] same_node=1 role=open opened=1 errno=0 received_ok=1' \
+    "a channel within a node did not deliver 4 MiB"
+  expect 4 'chan peer=[0-9] same_node=0 role=open opened=0 errno=110 .*nobody created it' \
+    "opening a channel across nodes did not time out with 'nobody created it'"
+  expect 4 'chan peer=[0-9] same_node=0 role=send rc=(-1|110|32) errno=(110|32) .*msg="strata: ' \
+    "sending on a channel nobody opened (other node) did not fail with a message"
   note "within a node: single copy and the channel (by single copy); across: $(grep -m1 -o 'same_node=0 moved=-1 errno=[0-9]* got_peer_data=0 msg="[^"]*"' "$job/out")"
   note "across nodes, channel: $(grep -m1 -o 'role=open opened=0 .*' "$job/out")"
 }
@@ -233,7 +236,7 @@ check_kill() {
   new_job openmpi spin "$CLUSTER_DIR/job$((jobn + 1))"
   local block; block=$(doc_block storage.md slurm-group)
   [ -n "$block" ] || { fail "docs/storage.md has no slurm-group block"; return; }
-  on node1 timeout -k 5 150 salloc -Q -N2 -n4 bash -c "cd '$job' && $block" > "$job/out" 2>&1 &
+  on node1 timeout -k 15 150 salloc -Q -N2 -n4 bash -c "cd '$job' && $block" > "$job/out" 2>&1 &
   local job_pid=$! i pid=""
   for i in $(seq 600); do
     [ "$(count spinning)" -eq 4 ] && pid=$(cat "$job"/pid.2.node2 2>/dev/null) && break
@@ -310,6 +313,16 @@ check_prereqs() {
   out=$(setpriv --reuid=65534 --regid=65534 --clear-groups bash -c ". '$here/cluster.sh'; cluster_requirements" 2>&1); rc=$?
   [ $rc -eq 77 ] && echo "$out" | grep -q 'needs root' || fail "as nobody: status $rc, '$out'"
   note "as nobody: $out"
+  # Namespaces refused (a container without CAP_SYS_ADMIN, a seccomp profile):
+  # an unshare that fails as the kernel's refusal makes it fail.
+  local fake; fake=$(mktemp -d)
+  printf '#!/bin/sh\necho "unshare: unshare failed: Operation not permitted" >&2\nexit 1\n' > "$fake/unshare"
+  chmod +x "$fake/unshare"
+  out=$(PATH=$fake:$PATH bash -c ". '$here/cluster.sh'; cluster_requirements" 2>&1); rc=$?
+  rm -rf "$fake"
+  [ $rc -eq 77 ] && echo "$out" | grep -q 'namespaces refused.*Operation not permitted' ||
+    fail "unshare refused: status $rc, '$out'"
+  note "unshare refused: $out"
 }
 
 # --- the harness itself: Ctrl-C tears the cluster down ---
