@@ -120,6 +120,19 @@ ConstrainDevices=no
 CONF
 }
 
+# Removes the cgroups of clusters whose caller is gone without tearing down
+# (killed outright): they are named after the caller's pid.
+sweep_cgroups() {
+  local c cg pid
+  for c in memory freezer; do
+    for cg in /sys/fs/cgroup/$c$(own_cgroup $c)/strata-cluster-*-node*; do
+      [ -d "$cg" ] || continue
+      pid=${cg##*/strata-cluster-}; pid=${pid%%-*}
+      kill -0 "$pid" 2>/dev/null || find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+  done
+}
+
 # Starts one node: its cgroups (a child of ours in memory and freezer), its
 # namespaces and first process.
 start_node() {
@@ -133,8 +146,12 @@ start_node() {
   done
   # The node's first process enters its cgroups before unshare, so that the
   # new cgroup namespace is rooted there.
+  # If the caller is killed outright (SIGKILL, a CTest timeout), no trap runs:
+  # the parent-death signal ends unshare, and --kill-child its child, the
+  # node's first process, and with it the node.
   setsid sh -c 'for cg in $1; do echo $$ > "$cg/cgroup.procs"; done; shift; exec "$@"' sh "$cgs" \
-    unshare -n -m -u -i -p -C -f --mount-proc "$CLUSTER_SRC/node-init.sh" "$node" "$d/hosts" "$d/$node.ready" \
+    setpriv --pdeathsig KILL \
+    unshare --kill-child=KILL -n -m -u -i -p -C -f --mount-proc "$CLUSTER_SRC/node-init.sh" "$node" "$d/hosts" "$d/$node.ready" \
     > "$d/log/$node-init.log" 2>&1 &
   local u=$! i child=""
   disown $u   # not a job of the caller's: a plain `wait` there must not wait for the node
@@ -181,6 +198,7 @@ cluster_up() {
   CLUSTER_DIR=$(cd "$CLUSTER_DIR" && pwd)
   mkdir -p "$CLUSTER_DIR/log"
   write_config
+  sweep_cgroups
   local n
   for n in $CLUSTER_NODES; do start_node "$n" || return 1; done
   # The veth pair is created with each end already in its node: no moment
@@ -192,7 +210,7 @@ cluster_up() {
     { cluster_fail "cannot configure the veth pair"; return 1; }
   for n in $CLUSTER_NODES; do start_daemons "$n" || return 1; done
   for n in $CLUSTER_NODES; do
-    setsid python3 "$CLUSTER_SRC/launch.py" serve "$CLUSTER_DIR" "$n" > "$CLUSTER_DIR/log/launch-$n.log" 2>&1 &
+    setsid setpriv --pdeathsig KILL python3 "$CLUSTER_SRC/launch.py" serve "$CLUSTER_DIR" "$n" > "$CLUSTER_DIR/log/launch-$n.log" 2>&1 &
     echo $! > "$CLUSTER_DIR/$n.helper"
     disown $!   # its end at teardown is no news
     wait_for "launch helper on $n" on "$n" test -S /run/strata-launch.sock || return 1
