@@ -193,6 +193,12 @@ check_group() {
     on "$n" python3 "$here/sampler.py" "$job" "$n" > "$job/sampler.$n" 2>&1 &
     samplers="$samplers $!"
   done
+  # Under load a sampler may start after a short job has ended.
+  local i
+  for i in $(seq 300); do
+    [ -e "$job/sampler-ready.node1" ] && [ -e "$job/sampler-ready.node2" ] && break
+    sleep 0.1
+  done
   run_doc storage.md slurm-group 180 -n4; local rc=$?
   touch "$job/stop"; wait $samplers
   [ $rc -eq 0 ] || { fail "the storage-backed job failed (status $rc)"; show; return; }

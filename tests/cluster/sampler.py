@@ -14,6 +14,7 @@ page = os.sysconf("SC_PAGE_SIZE")
 best = samples = 0
 seen = set()
 deadline = time.time() + 600   # a bound, should the caller never say stop
+open(os.path.join(d, f"sampler-ready.{host}"), "w").close()   # the job starts after this
 while not os.path.exists(os.path.join(d, "stop")) and time.time() < deadline:
     total = 0
     for f in glob.glob(os.path.join(d, f"ranges.{host}.*")):
