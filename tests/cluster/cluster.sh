@@ -5,7 +5,8 @@
 # cgroup) whose first process is node-init.sh.  A veth pair joins the two
 # network namespaces on 10.213.0.0/24; both ends are created inside the
 # namespaces, so nothing of it exists outside them, and every daemon listens
-# on a node's own address.  Each node runs munged and slurmd (node1 also
+# inside a node's network namespace (lo and its veth end) or on a Unix socket
+# in the node's private /run.  Each node runs munged and slurmd (node1 also
 # slurmctld), from the distribution's packages, with a slurm.conf of two
 # nodes and task/cgroup memory enforcement on cgroup v1: each node's cgroup
 # namespace is rooted at a child of the caller's own memory (and freezer)
