@@ -7,6 +7,8 @@
 #                       Results in bench/runs/<time>/, bench/runs/latest points at the last.
 #   make bench-record   a full run, copied into bench/results/ (the committed record)
 #   make debug          internal assertions everywhere (STRATA_DEBUG), in build-debug/
+#   make test-cluster   a two-node Slurm cluster built on this machine (namespaces,
+#                       root needed) and Strata's multi-node checks in it (docs/mpi.md)
 # NODEPS=1 skips the package check; DEV=1 makes warnings errors (as CI=true does);
 # BENCH_ARGS passes options to bench/run-bench (see bench/README.md).
 BUILD   ?= build
@@ -19,7 +21,7 @@ yes = $(filter-out 0 no false off,$(1))
 # QUICK=0 (the old spelling) also asks for the full run.
 full_flag = $(if $(or $(call yes,$(FULL)),$(filter 0 no false off,$(QUICK))),--full)
 
-.PHONY: all build build-all reconfigure test test-numa bench bench-record bench-programs install clean deps-test deps-bench debug
+.PHONY: all build build-all reconfigure test test-numa test-cluster deps-cluster bench bench-record bench-programs install clean deps-test deps-bench debug
 
 all: build
 
@@ -57,6 +59,15 @@ test: deps-test
 test-numa: deps-test $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target numa_locality
 	tests/numa/test-numa.sh $(BUILD)
+
+deps-cluster:
+	@$(if $(call yes,$(NODEPS)),true,scripts/install-deps.sh cluster)
+
+# Every check on one cluster (the cluster_* rows of `make test` build one each).
+test-cluster: deps-cluster deps-test
+	@$(MAKE) --no-print-directory reconfigure
+	cmake --build $(BUILD) -j $(JOBS)
+	tests/cluster/cluster-test.sh $(BUILD) all
 
 # exec: the harness takes make's place, so a signal reaches it directly and
 # make has no child to wait for.

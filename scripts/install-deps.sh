@@ -4,7 +4,7 @@
 # Prints what it installs and apt's progress, one line per package step.
 set -euo pipefail
 what=${1:-test}
-case $what in test|bench) ;; *) echo "install-deps: usage: $0 test|bench" >&2; exit 2 ;; esac
+case $what in test|bench|cluster) ;; *) echo "install-deps: usage: $0 test|bench|cluster" >&2; exit 2 ;; esac
 
 # The fuzzing runtime belongs to whichever clang is installed: its package
 # is named after clang's major version, so nothing here names a version.
@@ -27,6 +27,16 @@ need_test=(
   "qemu-system-x86_64:qemu-system-x86" "/usr/share/doc/busybox-static:busybox-static" "cpio:cpio" "numactl:numactl"
   "unshare:util-linux" "mkswap:util-linux"
 )
+# The two-node cluster of tests/cluster (make test-cluster, and the cluster_*
+# rows of make test): Slurm's daemons and client, munge, and what builds the
+# nodes (namespaces, the veth pair, the launch helper).  On a machine with
+# systemd the packages also enable their services; the tests start their own
+# daemons and use none of them.
+need_cluster=(
+  "munged:munge" "slurmctld:slurmctld" "slurmd:slurmd" "srun:slurm-client"
+  "ip:iproute2" "nsenter:util-linux" "setpriv:util-linux" "python3:python3"
+)
+need_test+=("${need_cluster[@]}")
 need_bench=(
   "${need_test[@]}"
   "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2:libjemalloc2"
@@ -38,7 +48,11 @@ need_bench=(
   # cargo fetches the other's sources, built with CMake and g++
   "cargo:cargo"
 )
-if [ "$what" = bench ]; then list=("${need_bench[@]}"); else list=("${need_test[@]}"); fi
+case $what in
+  bench) list=("${need_bench[@]}") ;;
+  cluster) list=("${need_cluster[@]}") ;;
+  *) list=("${need_test[@]}") ;;
+esac
 
 missing=()
 for entry in "${list[@]}"; do
@@ -65,6 +79,7 @@ apt_install() {
   return "$rc"
 }
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+[ "$what" = cluster ] && exit 0
 
 # The fuzzer runtime, once clang is there (the fuzz tests skip without it).
 if ! fuzzer_present; then
