@@ -357,6 +357,7 @@ static page_t *segment_page_take(heap_t *heap, segment_t *s, page_t *page) {
         uint8_t *a;
         stat_add(&stats.committed, page_area_of(s, page, &a));
         if (page->is_zero == 1) large_fresh_elsewhere(page_area_of(s, page, &a));   /* the large tier's idle blocks make room */
+        else os_memory_note_fresh(page_area_of(s, page, &a));   /* purged: faults in again (a fresh segment was counted whole) */
         /* Purged, and wanted again before the longest delay was over: the
          * purge was wasted (see heap_purge_delay). */
         long d = opt(STRATA_OPTION_PURGE_DELAY_MS);

@@ -1124,7 +1124,13 @@ static void cache_check_epoch(void) {
     if (t && !t->busy && t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed)) cache_renew(t);
 }
 
+static void *alloc_slow_try(size_t size, size_t align, bool zero, int node, bool limit_retry);
 static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node) {
+    return alloc_slow_try(size, align, zero, node, false);
+}
+
+static void *alloc_slow_try(size_t size, size_t align, bool zero, int node, bool limit_retry) {
+    const size_t size0 = size, align0 = align;
     /* Acquire: the class tables were written before the secret. */
     if (!atomic_load_explicit(&cache_secret, memory_order_acquire)) cache_init();
     cache_check_epoch();
@@ -1189,6 +1195,24 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
         errno = ENOMEM;
         return NULL;
     }
+    /* Pages never touched or purged fault in fresh memory: the headroom
+     * the caches are sized from counts them now, not at its next reading,
+     * and a limit stated by hand may refuse them: the block goes back,
+     * the caches give back what they hold (os_reclaim: this tier's free
+     * blocks, the small tier's cached segments), and the request is tried
+     * once more. */
+    if (clean && !os_memory_admit(usable)) {
+        stripe_t *s = owner_of(p);
+        stripe_lock(s);
+        arena_free(&s->arena, p, NULL);
+        stripe_unlock(s);
+        if (!limit_retry) {
+            os_reclaim();
+            return alloc_slow_try(size0, align0, zero, node, true);
+        }
+        errno = ENOMEM;
+        return NULL;
+    }
     note_high(p, usable);
     if (LARGE_GUARDED) {
         size_t pg = os_page_size();
@@ -1221,9 +1245,6 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
     }
     /* The tier is busy: its dirty blocks are not idle (large_fresh_elsewhere). */
     if (atomic_load_explicit(&fresh_credit, memory_order_relaxed)) atomic_store_explicit(&fresh_credit, 0, memory_order_relaxed);
-    /* Pages never touched or purged fault in fresh memory: the headroom
-     * the caches are sized from counts them now, not at its next reading. */
-    if (clean) os_memory_note_fresh(usable);
     large_place(p, size, node);
     if (zero && !clean) {
         if (size <= LARGE_MEMSET_MAX) memset(p, 0, size);

@@ -152,8 +152,16 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
 }
 
 void *os_alloc_aligned(size_t size, size_t align) {
-    /* Committed memory (segments) is written soon: the memory headroom counts it now. */
-    os_memory_note_fresh(size);
+    /* Committed memory (segments) is written soon: the memory headroom
+     * counts it now, and a limit stated by hand may refuse it (after the
+     * reclaim hooks gave back what they hold, as for a refused mapping). */
+    if (!os_memory_admit(size)) {
+        os_reclaim();
+        if (!os_memory_admit(size)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
     return map_aligned(size, align, PROT_READ | PROT_WRITE, MAP_NORESERVE);
 }
 

@@ -141,6 +141,15 @@ size_t os_memory_headroom(void);
  * carved from purged space): the headroom counts them as used at once,
  * and the usage is read again after an eighth of the headroom of them. */
 void os_memory_note_fresh(size_t bytes);
+/* Asks to fault in bytes of fresh memory under a limit stated by hand
+ * (os_set_memory_limit): false, with one message the first time, if the
+ * usage (read again now when the estimate says no) leaves less room than
+ * that; the caller gives back what its caches hold and asks once more,
+ * then fails with ENOMEM.  Otherwise (no limit, or the cgroup's, which
+ * only caches yield to) true; either way an admitted request is noted as
+ * os_memory_note_fresh does. */
+bool os_memory_admit(size_t bytes);
+uint64_t os_memory_refusals(void);   /* requests refused so far (tests, statistics) */
 /* What os_memory_note_fresh was told, cumulative (0 without a limit):
  * caches check their share when it moved, not on a clock. */
 uint64_t os_memory_fresh_total(void);

@@ -18,6 +18,8 @@ Usage: run_limits.py --prog limits_prog --lib libstrata.so CASE [ARGS]
   option LIMIT RATIO MODE ARGS...
                        the same without a cgroup, the limit stated with
                        STRATA_MEMORY_LIMIT
+  hard LIMIT           STRATA_MEMORY_LIMIT=LIMIT is a limit: limits_prog
+                       hard gets NULL with ENOMEM near it, in both tiers
   probe LIMIT          limit_probe (--prog) reads back the limits Strata
                        sees: RLIMIT_AS under prlimit, the cgroup's limit in
                        a cgroup, STRATA_MEMORY_LIMIT over the cgroup's
@@ -280,6 +282,40 @@ def peak_rss_case(a, cgroup_mode):
     return 0 if median <= max_ratio else 1
 
 
+def case_hard(a):
+    """STRATA_MEMORY_LIMIT is a limit: 1 MiB blocks (touched) until NULL,
+    freed, then 64 KiB blocks until NULL.  Each phase must end in NULL with
+    ENOMEM, having got most of the limit (what the first phase's blocks
+    left cached is given back to the second), the peak RSS must stay near
+    the limit, and the limit is reported once.  glibc's run (no limit)
+    shows what the program would take."""
+    limit = parse_size(a.args[0])
+    mb = limit >> 20
+    cmd = [a.prog, "hard", str(mb)]
+    rg, g, eg = run(cmd)
+    rs, s, es = run(cmd, preload=a.lib, env_extra={"STRATA_MEMORY_LIMIT": f"{mb}m"})
+    if rg != 0 or rs != 0 or "served2" not in s:
+        print(f"a run failed: glibc rc {rg} {eg}; strata rc {rs} {es}")
+        return 1
+    failed = 0
+    print(f"STRATA_MEMORY_LIMIT={mb}m: touched blocks until NULL (glibc: no limit)")
+    for i, label in ((1, "1 MiB"), (2, "64 KiB after 1 MiB")):
+        got, enomem = s[f"served{i}"], s[f"enomem{i}"]
+        bad = not enomem or not 0.85 * limit <= got <= limit
+        failed += bad
+        print(f"{label:20s} glibc {g[f'served{i}'] >> 20:5d} MiB  strata {got >> 20:5d} MiB, "
+              f"{'ENOMEM' if enomem else 'no NULL'}" + ("  WRONG (want NULL with ENOMEM at 85-100 %)" if bad else ""))
+    peak = s["peak_rss"]
+    bad = peak > limit * 1.04
+    failed += bad
+    print(f"peak RSS {peak / 2**20:.1f} MiB (at most 1.04 x the limit){'  WRONG' if bad else ''}")
+    told = [l for l in es.splitlines() if "memory limit reached" in l]
+    bad = len(told) != 1
+    failed += bad
+    print(f"messages: {es!r}{'  WRONG (want one line)' if bad else ''}")
+    return 1 if failed else 0
+
+
 def case_probe(a):
     limit = parse_size(a.args[0])
     failed = 0
@@ -333,7 +369,7 @@ def main():
         return SKIP
     cases = {"first": case_first, "fill": case_fill, "phases": case_phases,
              "cgroup": lambda a: peak_rss_case(a, True), "option": lambda a: peak_rss_case(a, False),
-             "probe": case_probe}
+             "probe": case_probe, "hard": case_hard}
     if a.case not in cases:
         sys.exit(f"run_limits: unknown case {a.case!r}")
     return cases[a.case](a)
