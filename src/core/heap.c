@@ -464,12 +464,38 @@ void heap_maintain(heap_t *heap) {
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
     if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) {
-        heap_orphans_release(false);   /* first: what it abandons is purged below */
-        heap_collect_others(false);    /* heaps whose threads sleep */
-        segment_cache_release(false);
-        large_collect(wall);
+        heap_process_tick(wall);
+        purge_thread_poke(heap);   /* started here, or woken from a long sleep: the program is busy */
     }
     heap_fold_stats(heap);   /* keeps the statistics a few ms fresh for other threads */
+}
+
+/* The process-wide housekeeping: every 10 ms from whichever thread does
+ * its own, and on each pass of the background purge (purge_thread.c). */
+void heap_process_tick(uint64_t wall) {
+    heap_orphans_release(false);   /* first: what it abandons is purged below */
+    heap_collect_others(false);    /* heaps whose threads sleep */
+    segment_cache_release(false);
+    large_collect(wall);
+}
+
+/* The background purge's pass over thread heaps.  A heap whose owner has
+ * done no housekeeping for the purge delay and is blocked in the kernel
+ * now gets its segments' unused pages purged (segment_purge_sleeper): its
+ * owner would have purged them on its own clock had it run.  Not a thread
+ * kept off the CPU: its clock stops while it waits (heap_clock), and its
+ * pages are for when it runs again.  What its class queues keep (one
+ * empty page per class: page_retire_slow) stays.  Only tries each heap's
+ * lock, as a collector. */
+void heap_purge_sleepers(void) {
+    pthread_mutex_lock(&registry_lock);
+    for (heap_t *h = registry; h; h = h->next_heap) {
+        if (h == tls_heap || atomic_load_explicit(&h->tid, memory_order_relaxed) == 0 || !heap_owner_idle(h)) continue;
+        if (heap_owner_asleep(h) != OWNER_ASLEEP || !heap_trylock_remote(h)) continue;
+        segment_purge_sleeper(h);
+        heap_unlock_remote(h);
+    }
+    pthread_mutex_unlock(&registry_lock);
 }
 
 /* Hands b (of page) to heap through its delayed list: the heap learns its

@@ -465,10 +465,8 @@ void segment_page_free(heap_t *heap, page_t *page) {
 /* Purges the heap's unused pages whose delay is over, and hands empty
  * segments whose delay is over to the cache; returns the next deadline
  * (0: none). */
-uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
+static uint64_t purge_idle_locked(heap_t *heap, uint64_t now, bool all, size_t *purged, long delay) {
     uint64_t next = 0;
-    long delay = heap_purge_delay(heap);
-    heap_lock(heap);
     for (int k = 0; k < SEG_KINDS; k++) {
         for (segment_t *s = heap->segments[k], *snext; s; s = snext) {
             snext = s->next;
@@ -507,8 +505,24 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
                 next = s->cached_at + (uint64_t)delay;
         }
     }
+    return next;
+}
+
+uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
+    long delay = heap_purge_delay(heap);
+    heap_lock(heap);
+    uint64_t next = purge_idle_locked(heap, now, all, purged, delay);
     heap_unlock(heap);
     return next;
+}
+
+/* The heap's owner sleeps and its lock is held as a collector
+ * (heap_trylock_remote): purges every unused page of its segments and
+ * hands its empty segments to the cache.  Only what the owner touches
+ * under its lock is touched (takeover.c); its own fields (the back-off,
+ * the budget) are not read: it has been idle past the delay. */
+void segment_purge_sleeper(heap_t *heap) {
+    purge_idle_locked(heap, os_now_ms(), true, NULL, opt(STRATA_OPTION_PURGE_DELAY_MS));
 }
 
 /* Unused pages of the heap's segments not purged yet (resident). */

@@ -1646,3 +1646,5 @@ void large_fork_child(void) {
      * the child, as their heaps are); their counters still add up. */
     pthread_mutex_init(&cache_lock, NULL);
 }
+
+size_t large_dirty_bytes(void) { return atomic_load_explicit(&dirty_total, memory_order_relaxed); }

@@ -7,6 +7,7 @@
 #ifndef STRATA_OS_H
 #define STRATA_OS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -94,6 +95,14 @@ uint64_t os_now_ns(void);
 /* Nanoseconds the calling thread has waited for a CPU while runnable
  * (run_delay), UINT64_MAX if unknown; a few microseconds (run_delay.c). */
 uint64_t os_thread_run_delay_ns(void);
+
+/* Sleeps until *word is no longer expect, os_wake(word) is called, or ms
+ * milliseconds passed (futex; spurious wake-ups possible). */
+void os_wait(_Atomic(uint32_t) *word, uint32_t expect, uint64_t ms);
+void os_wake(_Atomic(uint32_t) *word);
+/* Live threads of this process now (/proc/self/stat; not a main thread
+ * that called pthread_exit), 0 if unknown. */
+unsigned os_thread_count(void);
 
 /* The calling thread's kernel id (gettid). */
 int os_thread_id(void);
