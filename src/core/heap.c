@@ -435,6 +435,17 @@ static void heap_room_check(heap_t *heap, uint64_t now, bool tick) {
     if (moved) large_trim();   /* the large tier's share, likewise */
 }
 
+/* The process-wide housekeeping: every 10 ms from whichever thread does
+ * its own, and on each pass of the background purge (purge_thread.c,
+ * through heap_process_tick).  Inline: heap_maintain's copy stays in the
+ * hot text (cmake/hot-text.list). */
+static inline __attribute__((always_inline)) void process_tick(uint64_t wall) {
+    heap_orphans_release(false);   /* first: what it abandons is purged below */
+    heap_collect_others(false);    /* heaps whose threads sleep */
+    segment_cache_release(false);
+    large_collect(wall);
+}
+
 /* Slow-path housekeeping, at most once per clock tick (a few ms) per heap:
  * purge what has been idle for the delay, give back expired empty pages and
  * segments, and fold the statistics.  Called from malloc's generic path and
@@ -464,20 +475,13 @@ void heap_maintain(heap_t *heap) {
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
     if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) {
-        heap_process_tick(wall);
+        process_tick(wall);
         purge_thread_poke(heap);   /* started here, or woken from a long sleep: the program is busy */
     }
     heap_fold_stats(heap);   /* keeps the statistics a few ms fresh for other threads */
 }
 
-/* The process-wide housekeeping: every 10 ms from whichever thread does
- * its own, and on each pass of the background purge (purge_thread.c). */
-void heap_process_tick(uint64_t wall) {
-    heap_orphans_release(false);   /* first: what it abandons is purged below */
-    heap_collect_others(false);    /* heaps whose threads sleep */
-    segment_cache_release(false);
-    large_collect(wall);
-}
+void heap_process_tick(uint64_t wall) { process_tick(wall); }
 
 /* The background purge's pass over thread heaps.  A heap whose owner has
  * done no housekeeping for the purge delay and is blocked in the kernel
@@ -679,7 +683,7 @@ void heap_abandon(heap_t *heap, bool force) {
  * one, as strata_release does), so their free pages are purged and their
  * segments adopted one by one.  Each is taken off the pool under the lock
  * first: nothing else reaches it then.  Returns how many went. */
-size_t heap_orphans_release(bool all) {
+__attribute__((noclone)) size_t heap_orphans_release(bool all) {   /* (one copy, in the hot text) */
     if (atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0) return 0;
     long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
     if (!all && d < 0) return 0;   /* never purged: an orphan waits for a thread */

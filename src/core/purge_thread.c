@@ -110,18 +110,23 @@ static void bg_start(void) {
     atomic_store_explicit(&bg_state, BG_RUNNING, memory_order_release);
 }
 
+static noinline void bg_wake(void) {
+    atomic_fetch_add_explicit(&wake_word, 1, memory_order_release);
+    os_wake(&wake_word);
+}
+
+/* On every process tick of a thread's housekeeping: in the hot text, so
+ * what it does on most ticks (nothing) touches no other code. */
 void purge_thread_poke(const heap_t *heap) {
     int state = atomic_load_explicit(&bg_state, memory_order_acquire);
     if (state == BG_RUNNING) {
-        if (atomic_load_explicit(&sleeping_long, memory_order_acquire)) {
-            atomic_fetch_add_explicit(&wake_word, 1, memory_order_release);
-            os_wake(&wake_word);
-        }
+        if (atomic_load_explicit(&sleeping_long, memory_order_acquire)) bg_wake();
         return;
     }
     /* Not before there is something to give back: a program that never
      * frees has no such thread. */
-    if (state != BG_NONE || heap->lock_depth != 0 || (!heap->purge_due && !large_dirty_bytes()) ||
+    if (state != BG_NONE || heap->lock_depth != 0 ||
+        (!heap->purge_due && !atomic_load_explicit(&large_dirty_total, memory_order_relaxed)) ||
         !atomic_load_explicit(&libc_ready, memory_order_acquire) ||
         atomic_load_explicit(&exiting, memory_order_relaxed) || !opt(STRATA_OPTION_BACKGROUND_PURGE) ||
         opt(STRATA_OPTION_PURGE_DELAY_MS) < 0)

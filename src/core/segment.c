@@ -488,7 +488,9 @@ void segment_page_free(heap_t *heap, page_t *page) {
 /* Purges the heap's unused pages whose delay is over, and hands empty
  * segments whose delay is over to the cache; returns the next deadline
  * (0: none). */
-static uint64_t purge_idle_locked(heap_t *heap, uint64_t now, bool all, size_t *purged, long delay) {
+/* (Inline: segment_purge_idle's copy stays in the hot text.) */
+static inline __attribute__((always_inline)) uint64_t purge_idle_locked(heap_t *heap, uint64_t now, bool all,
+                                                                         size_t *purged, long delay) {
     uint64_t next = 0;
     for (int k = 0; k < SEG_KINDS; k++) {
         for (segment_t *s = heap->segments[k], *snext; s; s = snext) {

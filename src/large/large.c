@@ -65,7 +65,7 @@ typedef struct stripe_s {
     _Atomic(bool) ready;      /* set once, under the lock; read outside it */
     arena_t arena;
     uint64_t purged_seen;     /* arena purged bytes already added to stats */
-    size_t dirty_seen;        /* this stripe's share of dirty_total */
+    size_t dirty_seen;        /* this stripe's share of large_dirty_total */
     size_t used_seen;         /* this stripe's share of used_total */
     bool count_resident;      /* large_release: purges measure what they free */
     size_t resident_purged;   /* what they measured */
@@ -131,7 +131,7 @@ static _Atomic(uint64_t) lock_waits;
 
 /* Dirty bytes of all stripes: the budget bounds the sum, so a stripe may
  * keep what the others leave of it. */
-static _Atomic(size_t) dirty_total;
+_Atomic(size_t) large_dirty_total;   /* large.h */
 /* Fresh small-tier bytes since the tier was last busy (large_fresh_elsewhere). */
 static _Atomic(size_t) fresh_credit;
 
@@ -312,7 +312,7 @@ static size_t cache_limit(const stripe_t *s) {
     if (rss && rss < live) live = rss;
     live /= 8;
     if (all > 0 && live > all) all = live;
-    size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
+    size_t dirty = atomic_load_explicit(&large_dirty_total, memory_order_relaxed);
     all = headroom_capped(all, dirty);
     /* The arenas count dirty bytes as address span (a freed block may
      * have been touched anywhere), but what the budget bounds is resident
@@ -366,7 +366,7 @@ static bool large_one_thread(void) {
 static _Atomic(bool) kept_apart;
 static bool touched_in_part(void) {
     size_t span = atomic_load_explicit(&used_total, memory_order_relaxed) +
-                  atomic_load_explicit(&dirty_total, memory_order_relaxed);
+                  atomic_load_explicit(&large_dirty_total, memory_order_relaxed);
     size_t rss = os_rss_recent();
     bool was = atomic_load_explicit(&kept_apart, memory_order_relaxed);
     bool now = rss && rss < (was ? span - span / 4 : span / 2);
@@ -430,7 +430,7 @@ static void stripe_unlock(stripe_t *s) {
         s->used_seen = s->arena.st.used_bytes;
     }
     if (s->arena.st.dirty_bytes != s->dirty_seen) {
-        atomic_fetch_add_explicit(&dirty_total, s->arena.st.dirty_bytes - s->dirty_seen, memory_order_relaxed);
+        atomic_fetch_add_explicit(&large_dirty_total, s->arena.st.dirty_bytes - s->dirty_seen, memory_order_relaxed);
         s->dirty_seen = s->arena.st.dirty_bytes;
     }
     if (s->arena.st.purged != s->purged_seen) {
@@ -1537,7 +1537,7 @@ void large_collect(uint64_t now_ms) {
 #define FRESH_OVERLAP 8
 
 void large_fresh_elsewhere(size_t bytes) {
-    if (!atomic_load_explicit(&dirty_total, memory_order_relaxed)) {
+    if (!atomic_load_explicit(&large_dirty_total, memory_order_relaxed)) {
         if (atomic_load_explicit(&fresh_credit, memory_order_relaxed))
             atomic_store_explicit(&fresh_credit, 0, memory_order_relaxed);
         return;
@@ -1660,5 +1660,3 @@ void large_fork_child(void) {
      * the child, as their heaps are); their counters still add up. */
     pthread_mutex_init(&cache_lock, NULL);
 }
-
-size_t large_dirty_bytes(void) { return atomic_load_explicit(&dirty_total, memory_order_relaxed); }

@@ -294,7 +294,7 @@ size_t os_cache_share(size_t room) {
  * caches only yield (os_cache_share). */
 static _Atomic(uint64_t) refusals;
 
-static void refused_message(size_t limit) {
+static __attribute__((noinline, cold)) void refused_message(size_t limit) {
     /* Once: a program that probes with malloc until NULL would print a
      * line per probe.  The OS layer has no formatter: digits by hand. */
     static _Atomic(bool) told;

@@ -14,6 +14,8 @@
  *                   blocks until NULL, freed; then 1 MiB again:
  *                   what one tier keeps must not starve the other
  *                                                 served1= served2= served3=
+ *   beside MB B     one block of MB MiB stays live; blocks of B bytes
+ *                   until NULL                                 served=bytes
  *   hard MB         1 MiB blocks, all touched, until NULL (at most 3 x MB
  *                   MiB), all freed; then 64 KiB blocks likewise: what a
  *                   memory limit lets through, phase by phase
@@ -230,6 +232,15 @@ static size_t fill_touched(size_t b, size_t cap, int *enomem) {
     return served;
 }
 
+static int beside(size_t mb, size_t b) {
+    char *big = malloc(mb << 20);
+    if (!big) return 2;
+    big[0] = 1;
+    printf("served=%zu\n", fill_and_free(b));
+    free(big);
+    return 0;
+}
+
 static int hard(size_t mb) {
     int e1, e2;
     size_t a = fill_touched((size_t)1 << 20, (mb * 3) << 20, &e1);
@@ -255,8 +266,9 @@ int main(int argc, char **argv) {
     }
     if (argc == 2 && !strcmp(argv[1], "phases")) return phases();
     if (argc == 3 && !strcmp(argv[1], "hard")) return hard(strtoul(argv[2], NULL, 0));
+    if (argc == 4 && !strcmp(argv[1], "beside")) return beside(strtoul(argv[2], NULL, 0), strtoul(argv[3], NULL, 0));
     if (argc == 3 && !strcmp(argv[1], "prodcons")) return prodcons(strtoul(argv[2], NULL, 0));
     if (argc == 4 && !strcmp(argv[1], "waves")) return waves(strtoul(argv[2], NULL, 0), atoi(argv[3]));
-    fprintf(stderr, "usage: limits_prog first | fill BYTES THREADS | phases | waves MB ROUNDS | prodcons MB | hard MB\n");
+    fprintf(stderr, "usage: limits_prog first | fill BYTES THREADS | phases | waves MB ROUNDS | prodcons MB | hard MB | beside MB BYTES\n");
     return 2;
 }
