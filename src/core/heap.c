@@ -454,6 +454,7 @@ void heap_maintain(heap_t *heap) {
     uint64_t wall = os_now_ms();
     if (wall == heap->maintained_at) {
         heap_room_check(heap, heap->clock, false);
+        purge_thread_poke(heap);   /* (a program may free everything within one tick and sleep) */
         return;
     }
     /* (atomic: heap_collect_others reads it to tell an idle heap, by wall time) */
@@ -474,10 +475,11 @@ void heap_maintain(heap_t *heap) {
     else heap_room_check(heap, now, true);
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
-    if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) {
-        process_tick(wall);
-        purge_thread_poke(heap);   /* started here, or woken from a long sleep: the program is busy */
-    }
+    if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) process_tick(wall);
+    /* Started here (a program that frees its working set in under a tick
+     * and then sleeps must not wait for a tick that never comes), or woken
+     * from a long sleep: the program is busy. */
+    purge_thread_poke(heap);
     heap_fold_stats(heap);   /* keeps the statistics a few ms fresh for other threads */
 }
 

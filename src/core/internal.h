@@ -446,6 +446,7 @@ void heap_process_tick(uint64_t wall);
 void heap_purge_sleepers(void);
 /* purge_thread.c: the background purge */
 void purge_thread_poke(const heap_t *heap);
+void purge_thread_want(void);
 void purge_thread_libc_ready(void);
 void purge_thread_at_exit(void);
 void purge_thread_fork_child(void);

@@ -115,8 +115,18 @@ static noinline void bg_wake(void) {
     os_wake(&wake_word);
 }
 
-/* On every process tick of a thread's housekeeping: in the hot text, so
- * what it does on most ticks (nothing) touches no other code. */
+/* Whether a thread may be started now (the caller holds no lock of
+ * Strata's: pthread_create may allocate). */
+static bool bg_may_start(void) {
+    return atomic_load_explicit(&bg_state, memory_order_acquire) == BG_NONE &&
+           atomic_load_explicit(&libc_ready, memory_order_acquire) &&
+           !atomic_load_explicit(&exiting, memory_order_relaxed) && opt(STRATA_OPTION_BACKGROUND_PURGE) &&
+           opt(STRATA_OPTION_PURGE_DELAY_MS) >= 0;
+}
+
+/* On every housekeeping of a thread (heap_maintain, at most once per
+ * clock tick per heap): in the hot text, so what it does on most calls
+ * (nothing) touches no other code. */
 void purge_thread_poke(const heap_t *heap) {
     int state = atomic_load_explicit(&bg_state, memory_order_acquire);
     if (state == BG_RUNNING) {
@@ -126,12 +136,17 @@ void purge_thread_poke(const heap_t *heap) {
     /* Not before there is something to give back: a program that never
      * frees has no such thread. */
     if (state != BG_NONE || heap->lock_depth != 0 ||
-        (!heap->purge_due && !atomic_load_explicit(&large_dirty_total, memory_order_relaxed)) ||
-        !atomic_load_explicit(&libc_ready, memory_order_acquire) ||
-        atomic_load_explicit(&exiting, memory_order_relaxed) || !opt(STRATA_OPTION_BACKGROUND_PURGE) ||
-        opt(STRATA_OPTION_PURGE_DELAY_MS) < 0)
+        (!heap->purge_due && !atomic_load_explicit(&large_dirty_total, memory_order_relaxed)) || !bg_may_start())
         return;
     bg_start();
+}
+
+/* The large tier's free path, once freed blocks wait in its arenas: a
+ * program that frees its big blocks and then sleeps runs no housekeeping
+ * that would start the thread. */
+void purge_thread_want(void) {
+    if (atomic_load_explicit(&bg_state, memory_order_relaxed) != BG_NONE) return;
+    if (bg_may_start()) bg_start();
 }
 
 void purge_thread_libc_ready(void) { atomic_store_explicit(&libc_ready, true, memory_order_release); }

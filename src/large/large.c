@@ -1008,6 +1008,7 @@ static noinline bool cache_push_slow(void *p, unsigned c) {
     if (b->n == b->max) cache_bin_flush(t, c, (b->n + 1) / 2, false);
     for (unsigned o = CACHE_CLASSES; t->room < (ptrdiff_t)size && o >= 1; o--)
         if (t->bin[o].n) cache_bin_flush(t, o, t->bin[o].n, false);
+    purge_thread_want();   /* (what was flushed waits in the arenas for its purge) */
     if (b->n == b->max || t->room < (ptrdiff_t)size) return false;
     cache_put(t, b, p, size);
     return true;
@@ -1374,6 +1375,7 @@ static noinline void free_slow(void *p) {
     } else {
         stat_add(&stats.large_freed, 1);
         stat_sub(&stats.large_live_bytes, usable);
+        purge_thread_want();   /* its pages are purged after the delay, whatever the program does then */
     }
 }
 

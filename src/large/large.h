@@ -53,6 +53,9 @@ void large_trim(void);
  * a variable, read on the housekeeping tick without a call into the
  * large tier's text (cmake/hot-text.list). */
 extern _Atomic(size_t) large_dirty_total;
+/* The background purge (src/core/purge_thread.c), started if it is not
+ * running yet: freed blocks wait for their purge. */
+void purge_thread_want(void);
 /* The small tier is about to touch bytes of memory it never used (a fresh
  * page): the tier's oldest dirty free blocks, idle meanwhile, are purged
  * once such bytes since they were freed reach an eighth of their size.
