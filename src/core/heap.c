@@ -493,15 +493,26 @@ void heap_process_tick(uint64_t wall) { process_tick(wall); }
  * pages are for when it runs again.  What its class queues keep (one
  * empty page per class: page_retire_slow) stays.  Only tries each heap's
  * lock, as a collector. */
+#define SLEEPERS_PER_PASS 16
 void heap_purge_sleepers(void) {
+    /* Locked as collectors under the registry lock (so they stay
+     * registered and alive: heap_abandon takes the heap lock first), purged
+     * after it is let go: a purge takes the segment cache's lock, which
+     * fork (and the lock order) takes before the registry's.  Up to
+     * SLEEPERS_PER_PASS a pass; the rest at the next. */
+    heap_t *locked[SLEEPERS_PER_PASS];
+    int n = 0;
     pthread_mutex_lock(&registry_lock);
-    for (heap_t *h = registry; h; h = h->next_heap) {
+    for (heap_t *h = registry; h && n < SLEEPERS_PER_PASS; h = h->next_heap) {
         if (h == tls_heap || atomic_load_explicit(&h->tid, memory_order_relaxed) == 0 || !heap_owner_idle(h)) continue;
         if (heap_owner_asleep(h) != OWNER_ASLEEP || !heap_trylock_remote(h)) continue;
-        segment_purge_sleeper(h);
-        heap_unlock_remote(h);
+        locked[n++] = h;
     }
     pthread_mutex_unlock(&registry_lock);
+    for (int i = 0; i < n; i++) {
+        segment_purge_sleeper(locked[i]);
+        heap_unlock_remote(locked[i]);
+    }
 }
 
 /* Hands b (of page) to heap through its delayed list: the heap learns its

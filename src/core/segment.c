@@ -490,7 +490,8 @@ void segment_page_free(heap_t *heap, page_t *page) {
  * (0: none). */
 /* (Inline: segment_purge_idle's copy stays in the hot text.) */
 static inline __attribute__((always_inline)) uint64_t purge_idle_locked(heap_t *heap, uint64_t now, bool all,
-                                                                         size_t *purged, long delay) {
+                                                                         size_t *purged, long delay,
+                                                                         bool keep_segments) {
     uint64_t next = 0;
     for (int k = 0; k < SEG_KINDS; k++) {
         for (segment_t *s = heap->segments[k], *snext; s; s = snext) {
@@ -521,6 +522,7 @@ static inline __attribute__((always_inline)) uint64_t purge_idle_locked(heap_t *
             }
             bool dirty = false;   /* (after the runs above: what the budget kept back) */
             for (uint32_t i = 0; i < s->page_count && !dirty && !all; i++) dirty = !s->pages[i].is_zero;
+            if (keep_segments) continue;
             if (s->used_pages == 0 &&
                 (all || (delay >= 0 && s->cached_at + (uint64_t)delay <= now && (!dirty || heap->purge_budget > 0)))) {
                 size_t n = segment_release(heap, s);
@@ -536,18 +538,20 @@ static inline __attribute__((always_inline)) uint64_t purge_idle_locked(heap_t *
 uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
     long delay = heap_purge_delay(heap);
     heap_lock(heap);
-    uint64_t next = purge_idle_locked(heap, now, all, purged, delay);
+    uint64_t next = purge_idle_locked(heap, now, all, purged, delay, false);
     heap_unlock(heap);
     return next;
 }
 
 /* The heap's owner sleeps and its lock is held as a collector
- * (heap_trylock_remote): purges every unused page of its segments and
- * hands its empty segments to the cache.  Only what the owner touches
- * under its lock is touched (takeover.c); its own fields (the back-off,
- * the budget) are not read: it has been idle past the delay. */
+ * (heap_trylock_remote): purges every unused page of its segments.  Only
+ * what the owner touches under its lock is touched (takeover.c); its own
+ * fields (the back-off, the budget) are not read: it has been idle past
+ * the delay.  Its empty segments stay with it (purged but for their
+ * header): handing them to the cache would take the cache's lock under
+ * the heap lock, against fork's order (segment locks first). */
 void segment_purge_sleeper(heap_t *heap) {
-    purge_idle_locked(heap, os_now_ms(), true, NULL, opt(STRATA_OPTION_PURGE_DELAY_MS));
+    purge_idle_locked(heap, os_now_ms(), true, NULL, opt(STRATA_OPTION_PURGE_DELAY_MS), true);
 }
 
 /* Unused pages of the heap's segments not purged yet (resident). */
