@@ -202,6 +202,16 @@ def case_fill(a):
     return 1 if failed else 0
 
 
+def served_row(label, g, s):
+    """Prints one row of bytes served, glibc's against Strata's; 1 if
+    Strata got less than 95 % of glibc's, else 0."""
+    ratio = s / g if g else 1.0
+    bad = ratio < 0.95
+    print(f"{label:20s} glibc {g / 2**20:8.1f} MiB  strata {s / 2**20:8.1f} MiB  {ratio:6.3f}"
+          + ("  < 0.95" if bad else ""))
+    return int(bad)
+
+
 def case_phases(a):
     limit = parse_size(a.args[0])
     rg, g, eg = run([a.prog, "phases"], limit_as=limit)
@@ -212,12 +222,7 @@ def case_phases(a):
     failed = 0
     print(f"ulimit -v {limit >> 20} MiB: bytes served until NULL, phase by phase")
     for i, label in ((1, "1 MiB"), (2, "64 KiB after 1 MiB"), (3, "1 MiB after 64 KiB")):
-        k = f"served{i}"
-        ratio = st[k] / g[k] if g[k] else 1.0
-        bad = ratio < 0.95
-        failed += bad
-        print(f"{label:20s} glibc {g[k] / 2**20:8.1f} MiB  strata {st[k] / 2**20:8.1f} MiB  {ratio:6.3f}"
-              + ("  < 0.95" if bad else ""))
+        failed += served_row(label, g[f"served{i}"], st[f"served{i}"])
     return 1 if failed else 0
 
 
@@ -306,12 +311,7 @@ def case_beside(a):
                 return 1
             gs.append(g["served"])
             ss.append(st["served"])
-        g, st = sorted(gs)[1], sorted(ss)[1]
-        ratio = st / g if g else 1.0
-        bad = ratio < 0.95
-        failed += bad
-        print(f"{label:8s} glibc {g / 2**20:8.1f} MiB  strata {st / 2**20:8.1f} MiB  {ratio:6.3f}"
-              + ("  < 0.95" if bad else ""))
+        failed += served_row(label, sorted(gs)[1], sorted(ss)[1])
     return 1 if failed else 0
 
 
