@@ -62,7 +62,11 @@ static void *meta_carve(size_t size) {
     static uint8_t *batch_next, *batch_end;
     size = (size + 63) & ~(size_t)63;   /* cache-line aligned */
     if (!batch_next || batch_end - batch_next < (ptrdiff_t)size) {
-        size_t batch = 256 * 1024;
+        /* Under an address-space limit at most an eighth of what is left,
+         * as segments and reservations, down to what the request needs. */
+        size_t batch = 256 * 1024, room = os_as_limit() == SIZE_MAX ? SIZE_MAX : os_as_free() / 8;
+        while (batch / 2 >= size && batch > room) batch /= 2;
+        batch = (batch + os_page_size() - 1) & ~(os_page_size() - 1);
         uint8_t *mem = os_alloc_aligned(batch, os_page_size());
         if (!mem) return NULL;
         batch_next = mem;
@@ -497,8 +501,8 @@ void heap_process_tick(uint64_t wall) { process_tick(wall); }
 void heap_purge_sleepers(void) {
     /* Locked as collectors under the registry lock (so they stay
      * registered and alive: heap_abandon takes the heap lock first), purged
-     * after it is let go: a purge takes the segment cache's lock, which
-     * fork (and the lock order) takes before the registry's.  Up to
+     * after it is let go: a purge of hundreds of MiB takes milliseconds,
+     * which threads starting or exiting would wait.  Up to
      * SLEEPERS_PER_PASS a pass; the rest at the next. */
     heap_t *locked[SLEEPERS_PER_PASS];
     int n = 0;

@@ -67,7 +67,7 @@ static void *bg_main(void *arg) {
         atomic_store_explicit(&sleeping_long, period > base, memory_order_release);
         os_wait(&wake_word, w, period);
         atomic_store_explicit(&sleeping_long, false, memory_order_relaxed);
-        if (atomic_load_explicit(&exiting, memory_order_relaxed) || os_thread_count() <= 1) break;
+        if (atomic_load_explicit(&exiting, memory_order_relaxed) || os_thread_count() == 1) break;   /* (0: unknown) */
         if (atomic_load_explicit(&wake_word, memory_order_relaxed) != w) period = base;   /* the program is busy again */
         if (!on) continue;
         uint64_t purged = atomic_load_explicit(&stats.purged, memory_order_relaxed);
