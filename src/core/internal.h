@@ -447,6 +447,7 @@ void heap_purge_sleepers(void);
 /* purge_thread.c: the background purge */
 void purge_thread_poke(const heap_t *heap);
 void purge_thread_want(void);
+extern STRATA_TLS unsigned strata_in_realloc;   /* api.c: no purge thread is started inside realloc */
 void purge_thread_libc_ready(void);
 void purge_thread_at_exit(void);
 void purge_thread_fork_child(void);

@@ -118,7 +118,7 @@ static noinline void bg_wake(void) {
 /* Whether a thread may be started now (the caller holds no lock of
  * Strata's: pthread_create may allocate). */
 static bool bg_may_start(void) {
-    return atomic_load_explicit(&bg_state, memory_order_acquire) == BG_NONE &&
+    return atomic_load_explicit(&bg_state, memory_order_acquire) == BG_NONE && !strata_in_realloc &&
            atomic_load_explicit(&libc_ready, memory_order_acquire) &&
            !atomic_load_explicit(&exiting, memory_order_relaxed) && opt(STRATA_OPTION_BACKGROUND_PURGE) &&
            opt(STRATA_OPTION_PURGE_DELAY_MS) >= 0;
