@@ -115,7 +115,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_CHAN_CMA_MIN,     /* bytes: messages on huge pages from this size by single copy */
     STRATA_OPTION_CHAN_CMA_MIN_ANY, /* bytes: any message from this size by single copy; 0 = never */
     STRATA_OPTION_CHAN_TIMEOUT_MS,  /* ms a channel operation waits for its peer; -1 = forever */
-    STRATA_OPTION_MEMORY_LIMIT,     /* bytes the process may keep resident; 0 = auto (the cgroup's) */
+    STRATA_OPTION_MEMORY_LIMIT,     /* bytes the process may keep resident (ENOMEM past it); 0 = auto: caches yield to the cgroup's */
     STRATA_OPTION_SB_MIN,           /* bytes: with STRATA_SB_DIR, mallocs this big are storage-backed */
     STRATA_OPTION_SB_PAGE,          /* storage page in system pages (a power of two) */
     STRATA_OPTION_SB_READ,          /* STRATA_SB_LAZY|AGGRESSIVE */
@@ -127,6 +127,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_SB_ZERO,          /* fresh pages (userfaultfd): 0 copy zeros, 1 map the zero page */
     STRATA_OPTION_SB_READAHEAD,     /* runs read ahead of a sequential stream (0: no stream detection) */
     STRATA_OPTION_SB_SPLIT,         /* 0|1: a random aggressive fault waits for its own page only (default 1) */
+    STRATA_OPTION_BACKGROUND_PURGE, /* 0|1: a background thread purges what sleeping threads freed (default 1) */
     STRATA_OPTION_COUNT
 } strata_option_t;
 

@@ -168,7 +168,12 @@ static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero) 
         (page != heap->class_page[cls] && (!strata_check_mode || numa_misplaced(numa_heap_node(heap), page)))) {
         heap_maintain(heap);
         page = page_find_free(heap, cls);
-        if (!page) { errno = ENOMEM; return NULL; }
+        /* No page and no segment to be had (address space ran out: the
+         * reclaim hooks and this heap's own empty segments were tried):
+         * the large tier carves the block alone, from a reservation as
+         * small as the request (a page of the class would need 64 KiB or
+         * 512 KiB of address space at once), or says ENOMEM itself. */
+        if (!page) return big_alloc(heap, asked, 16, zero);
         heap_direct_update(heap, cls);
     }
     void *p = page_pop(heap, page, asked, zero);

@@ -30,6 +30,7 @@ static void child(void) {
     large_fork_child();
     segment_fork_child();
     heap_fork_child();
+    purge_thread_fork_child();   /* no background purge here: started again when needed */
 }
 
 void fork_handlers_install(void) {

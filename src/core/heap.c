@@ -62,7 +62,11 @@ static void *meta_carve(size_t size) {
     static uint8_t *batch_next, *batch_end;
     size = (size + 63) & ~(size_t)63;   /* cache-line aligned */
     if (!batch_next || batch_end - batch_next < (ptrdiff_t)size) {
-        size_t batch = 256 * 1024;
+        /* Under an address-space limit at most an eighth of what is left,
+         * as segments and reservations, down to what the request needs. */
+        size_t batch = 256 * 1024, room = os_as_limit() == SIZE_MAX ? SIZE_MAX : os_as_free() / 8;
+        while (batch / 2 >= size && batch > room) batch /= 2;
+        batch = (batch + os_page_size() - 1) & ~(os_page_size() - 1);
         uint8_t *mem = os_alloc_aligned(batch, os_page_size());
         if (!mem) return NULL;
         batch_next = mem;
@@ -434,6 +438,17 @@ static void heap_room_check(heap_t *heap, uint64_t now, bool tick) {
     if (moved) large_trim();   /* the large tier's share, likewise */
 }
 
+/* The process-wide housekeeping: every 10 ms from whichever thread does
+ * its own, and on each pass of the background purge (purge_thread.c,
+ * through heap_process_tick).  Inline: heap_maintain's copy stays in the
+ * hot text (cmake/hot-text.list). */
+static inline __attribute__((always_inline)) void process_tick(uint64_t wall) {
+    heap_orphans_release(false);   /* first: what it abandons is purged below */
+    heap_collect_others(false);    /* heaps whose threads sleep */
+    segment_cache_release(false);
+    large_collect(wall);
+}
+
 /* Slow-path housekeeping, at most once per clock tick (a few ms) per heap:
  * purge what has been idle for the delay, give back expired empty pages and
  * segments, and fold the statistics.  Called from malloc's generic path and
@@ -442,6 +457,7 @@ void heap_maintain(heap_t *heap) {
     uint64_t wall = os_now_ms();
     if (wall == heap->maintained_at) {
         heap_room_check(heap, heap->clock, false);
+        purge_thread_poke(heap);   /* (a program may free everything within one tick and sleep) */
         return;
     }
     /* (atomic: heap_collect_others reads it to tell an idle heap, by wall time) */
@@ -462,13 +478,44 @@ void heap_maintain(heap_t *heap) {
     else heap_room_check(heap, now, true);
     static _Atomic(uint64_t) next_global;
     uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
-    if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) {
-        heap_orphans_release(false);   /* first: what it abandons is purged below */
-        heap_collect_others(false);    /* heaps whose threads sleep */
-        segment_cache_release(false);
-        large_collect(wall);
-    }
+    if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) process_tick(wall);
+    /* Started here (a program that frees its working set in under a tick
+     * and then sleeps must not wait for a tick that never comes), or woken
+     * from a long sleep: the program is busy. */
+    purge_thread_poke(heap);
     heap_fold_stats(heap);   /* keeps the statistics a few ms fresh for other threads */
+}
+
+void heap_process_tick(uint64_t wall) { process_tick(wall); }
+
+/* The background purge's pass over thread heaps.  A heap whose owner has
+ * done no housekeeping for the purge delay and is blocked in the kernel
+ * now gets its segments' unused pages purged (segment_purge_sleeper): its
+ * owner would have purged them on its own clock had it run.  Not a thread
+ * kept off the CPU: its clock stops while it waits (heap_clock), and its
+ * pages are for when it runs again.  What its class queues keep (one
+ * empty page per class: page_retire_slow) stays.  Only tries each heap's
+ * lock, as a collector. */
+#define SLEEPERS_PER_PASS 16
+void heap_purge_sleepers(void) {
+    /* Locked as collectors under the registry lock (so they stay
+     * registered and alive: heap_abandon takes the heap lock first), purged
+     * after it is let go: a purge of hundreds of MiB takes milliseconds,
+     * which threads starting or exiting would wait.  Up to
+     * SLEEPERS_PER_PASS a pass; the rest at the next. */
+    heap_t *locked[SLEEPERS_PER_PASS];
+    int n = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (heap_t *h = registry; h && n < SLEEPERS_PER_PASS; h = h->next_heap) {
+        if (h == tls_heap || atomic_load_explicit(&h->tid, memory_order_relaxed) == 0 || !heap_owner_idle(h)) continue;
+        if (heap_owner_asleep(h) != OWNER_ASLEEP || !heap_trylock_remote(h)) continue;
+        locked[n++] = h;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    for (int i = 0; i < n; i++) {
+        segment_purge_sleeper(locked[i]);
+        heap_unlock_remote(locked[i]);
+    }
 }
 
 /* Hands b (of page) to heap through its delayed list: the heap learns its
@@ -652,7 +699,7 @@ void heap_abandon(heap_t *heap, bool force) {
  * one, as strata_release does), so their free pages are purged and their
  * segments adopted one by one.  Each is taken off the pool under the lock
  * first: nothing else reaches it then.  Returns how many went. */
-size_t heap_orphans_release(bool all) {
+__attribute__((noclone)) size_t heap_orphans_release(bool all) {   /* (one copy, in the hot text) */
     if (atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0) return 0;
     long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
     if (!all && d < 0) return 0;   /* never purged: an orphan waits for a thread */

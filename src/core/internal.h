@@ -436,6 +436,17 @@ void heap_fork_child(void);
 typedef void heap_visit_fn(const heap_t *heap, void *arg);
 void heap_visit_all(heap_visit_fn *fn, void *arg);
 void heap_maintain(heap_t *heap);
+void heap_process_tick(uint64_t wall);
+void heap_purge_sleepers(void);
+/* purge_thread.c: the background purge */
+void purge_thread_poke(const heap_t *heap);
+void purge_thread_want(void);
+extern STRATA_TLS unsigned strata_in_realloc;   /* api.c: no purge thread is started inside realloc */
+void purge_thread_libc_ready(void);
+void purge_thread_at_exit(void);
+void purge_thread_fork_child(void);
+bool purge_thread_running(void);
+uint64_t purge_thread_passes(void);
 void heap_option_changed(int o);
 size_t heap_orphans_release(bool all);
 void heap_orphans_tidy(void);
@@ -504,6 +515,7 @@ bool segment_takeable(const segment_t *seg, const heap_t *from);
 void segment_take_over(heap_t *from, heap_t *to, segment_t *seg);
 uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged);
 uint32_t segment_count_dirty(heap_t *heap);
+void segment_purge_sleeper(heap_t *heap);
 void heap_page_held(heap_t *heap, int delta);
 size_t segment_cache_release(bool all);
 size_t segment_abandoned_purge(bool wait, uint64_t now);

@@ -59,6 +59,7 @@ void strata_process_init(void) {
 }
 
 static void at_exit(void) {
+    purge_thread_at_exit();
     if (opt(STRATA_OPTION_SHOW_STATS)) {
         stats_print_at_exit();
         sb_stats_print_at_exit();   /* storage-backed lines, when it was used */
@@ -69,4 +70,5 @@ __attribute__((constructor(101))) static void strata_constructor(void) {
     if (!atomic_load_explicit(&strata_ready, memory_order_acquire)) strata_process_init();
     heap_get_or_init();     /* the main thread's heap, so its frees are local */
     atexit(at_exit);
+    purge_thread_libc_ready();   /* libc's constructors ran: a thread may be started */
 }

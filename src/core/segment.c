@@ -125,13 +125,20 @@ static void advise_huge(segment_t *seg, segment_kind kind) {
     }
 }
 
-/* node -1: any node. */
-static segment_t *segment_from_cache(int node) {
+/* The last resort under the limit: one page of the kind (a small one then
+ * holds 44-48 KiB of blocks beside the header). */
+static size_t segment_extent_min(segment_kind kind) {
+    return (size_t)1 << (kind == SEG_SMALL ? SMALL_PAGE_SHIFT : MEDIUM_PAGE_SHIFT);
+}
+
+/* node -1: any node.  Only a segment that holds a page of the kind (under
+ * an address-space limit a small segment may be a single small page). */
+static segment_t *segment_from_cache(int node, segment_kind kind) {
     if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;   /* a stale miss only costs a fresh map */
     pthread_mutex_lock(&cache_lock);
     segment_t *found = NULL;
     for (segment_t *s = cache_list; s; s = s->next)
-        if (s->numa_node == node || node < 0) { found = s; break; }
+        if ((s->numa_node == node || node < 0) && s->extent >= segment_extent_min(kind)) { found = s; break; }
     if (found) { list_remove(&cache_list, found); cache_count--; }
     pthread_mutex_unlock(&cache_lock);
     return found;
@@ -150,13 +157,15 @@ static page_t *segment_page_at(const void *seg, size_t granule) {
  * runs out, and a segment maps only the front of its 4 MiB chunk (its
  * extent; the rest of the chunk is left to other mappings):
  *  - as much as the heap already has of that kind, so a heap's segments
- *    double in size as it uses more, from SEGMENT_MIN_PAGES pages of the
- *    kind (512 KiB of small pages; medium segments stay whole): a thread
- *    that uses a few small classes holds 512 KiB of address space, not
- *    4 MiB, and one that uses many holds at most twice what it uses;
- *  - when the limit refuses that, halved down to SEGMENT_MIN_EXTENT, so
- *    the last address space below the limit still holds pages, where a
- *    4 MiB unit no longer fits (it used to be left unused).
+ *    double in size as it uses more, from SEGMENT_MIN_EXTENT (512 KiB: 8
+ *    small pages, or one medium page), and at most an eighth of the
+ *    address space left: a thread that uses a few small classes holds
+ *    512 KiB of address space, not 4 MiB, one that uses many holds at
+ *    most twice what it uses, and near the limit most of what is left
+ *    stays for the program's own mappings;
+ *  - when the limit refuses that, halved down to one page of the kind
+ *    (64 KiB for small pages), so the last address space below the limit
+ *    still holds pages, where a 4 MiB unit no longer fits.
  * The extent never changes while the segment is mapped (the chunk's tail
  * may hold someone else's mapping by then).  The whole chunk stays marked
  * in the segment map; the page map sends its tail to page_foreign. */
@@ -166,20 +175,29 @@ _Static_assert(((size_t)SEGMENT_MIN_PAGES << SMALL_PAGE_SHIFT) >= SEGMENT_MIN_EX
 
 static bool as_limited(void) { return os_as_limit() != SIZE_MAX; }
 
+
 static size_t segment_extent_wanted(const heap_t *heap, segment_kind kind) {
     if (!as_limited()) return SEGMENT_SIZE;
     size_t have = 0;
     for (const segment_t *s = heap->segments[kind]; s; s = s->next) have += s->extent;
-    size_t e = (size_t)SEGMENT_MIN_PAGES << (kind == SEG_SMALL ? SMALL_PAGE_SHIFT : MEDIUM_PAGE_SHIFT);
-    while (e < have && e < SEGMENT_SIZE) e <<= 1;
+    /* At most an eighth of the address space left, as the large tier's
+     * reservations (down to one page of the kind), doubling as the heap
+     * grows: near the limit a segment's untouched tail is address space
+     * the program's own mappings (an interpreter's arenas, a library's)
+     * could not have (python under ulimit -v 20M: its first medium block
+     * mapped a whole 4 MiB segment, and its 1 MiB arenas were refused). */
+    size_t room = os_as_free() / 8, e = SEGMENT_MIN_EXTENT;
+    while (e > segment_extent_min(kind) && e > room) e >>= 1;
+    while (e < have && e < SEGMENT_SIZE && e * 2 <= room) e <<= 1;
     return e < SEGMENT_SIZE ? e : SEGMENT_SIZE;
 }
 
-/* A fresh segment from the OS (extent bytes of it; shrink: halved down to
- * SEGMENT_MIN_EXTENT while the limit refuses it), marked in the segment map. */
-static segment_t *segment_map(size_t extent, bool shrink) {
+/* A fresh segment from the OS (extent bytes of it; shrink: halved while
+ * the limit refuses it, down to one page of the kind), marked in the
+ * segment map. */
+static segment_t *segment_map(size_t extent, bool shrink, segment_kind kind) {
     segment_t *seg;
-    while (!(seg = os_alloc_aligned(extent, SEGMENT_SIZE)) && shrink && as_limited() && extent > SEGMENT_MIN_EXTENT)
+    while (!(seg = os_alloc_aligned(extent, SEGMENT_SIZE)) && shrink && as_limited() && extent > segment_extent_min(kind))
         extent /= 2;
     if (!seg) return NULL;
     if (!segmap_set(seg, SEGMENT_SIZE, SEGMAP_SEGMENT)) {
@@ -193,10 +211,10 @@ static segment_t *segment_map(size_t extent, bool shrink) {
 }
 
 static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
-    segment_t *seg = segment_from_cache(node);
+    segment_t *seg = segment_from_cache(node, kind);
     bool fresh = false;
     size_t extent = segment_extent_wanted(heap, kind);
-    if (!seg) fresh = (seg = segment_map(extent, false)) != NULL;
+    if (!seg) fresh = (seg = segment_map(extent, false, kind)) != NULL;
     if (!seg) {
         /* The refused mapping has run the reclaim hooks already (the cache,
          * the large tier's empty reservations).  What is left is this
@@ -206,8 +224,8 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
         heap_release_kept_all(heap);
         segment_purge_idle(heap, os_now_ms(), true, NULL);
         heap_orphans_release(true);   /* exited threads' heaps: their empty segments too */
-        seg = segment_from_cache(-1);
-        if (!seg) fresh = (seg = segment_map(extent, true)) != NULL;
+        seg = segment_from_cache(-1, kind);
+        if (!seg) fresh = (seg = segment_map(extent, true, kind)) != NULL;
         if (!seg) return NULL;
     }
     if (fresh) {
@@ -357,6 +375,7 @@ static page_t *segment_page_take(heap_t *heap, segment_t *s, page_t *page) {
         uint8_t *a;
         stat_add(&stats.committed, page_area_of(s, page, &a));
         if (page->is_zero == 1) large_fresh_elsewhere(page_area_of(s, page, &a));   /* the large tier's idle blocks make room */
+        else os_memory_note_fresh(page_area_of(s, page, &a));   /* purged: faults in again (a fresh segment was counted whole) */
         /* Purged, and wanted again before the longest delay was over: the
          * purge was wasted (see heap_purge_delay). */
         long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
@@ -406,6 +425,11 @@ page_t *segment_page_alloc(heap_t *heap, uint32_t cls) {
             segment_adopt(heap, seg);
             continue;   /* its free pages are now ours */
         }
+        /* A medium page needs 512 KiB of address space for one class:
+         * near an address-space limit (more than an eighth of what is
+         * left) the caller has the large tier carve the block alone, at
+         * its own size, instead (malloc_generic_full). */
+        if (kind == SEG_MEDIUM && as_limited() && segment_extent_min(kind) > os_as_free() / 8) return NULL;
         seg = segment_new(heap, kind, node);
         if (!seg) return NULL;
         list_push(&heap->segments[kind], seg);
@@ -464,10 +488,11 @@ void segment_page_free(heap_t *heap, page_t *page) {
 /* Purges the heap's unused pages whose delay is over, and hands empty
  * segments whose delay is over to the cache; returns the next deadline
  * (0: none). */
-uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
+/* (Inline: segment_purge_idle's copy stays in the hot text.) */
+static inline __attribute__((always_inline)) uint64_t purge_idle_locked(heap_t *heap, uint64_t now, bool all,
+                                                                         size_t *purged, long delay,
+                                                                         bool keep_segments) {
     uint64_t next = 0;
-    long delay = heap_purge_delay(heap);
-    heap_lock(heap);
     for (int k = 0; k < SEG_KINDS; k++) {
         for (segment_t *s = heap->segments[k], *snext; s; s = snext) {
             snext = s->next;
@@ -497,6 +522,7 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
             }
             bool dirty = false;   /* (after the runs above: what the budget kept back) */
             for (uint32_t i = 0; i < s->page_count && !dirty && !all; i++) dirty = !s->pages[i].is_zero;
+            if (keep_segments) continue;
             if (s->used_pages == 0 &&
                 (all || (delay >= 0 && s->cached_at + (uint64_t)delay <= now && (!dirty || heap->purge_budget > 0)))) {
                 size_t n = segment_release(heap, s);
@@ -506,8 +532,26 @@ uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged
                 next = s->cached_at + (uint64_t)delay;
         }
     }
+    return next;
+}
+
+uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged) {
+    long delay = heap_purge_delay(heap);
+    heap_lock(heap);
+    uint64_t next = purge_idle_locked(heap, now, all, purged, delay, false);
     heap_unlock(heap);
     return next;
+}
+
+/* The heap's owner sleeps and its lock is held as a collector
+ * (heap_trylock_remote): purges every unused page of its segments.  Only
+ * what the owner touches under its lock is touched (takeover.c); its own
+ * fields (the back-off, the budget) are not read: it has been idle past
+ * the delay.  Its empty segments stay with it (purged but for their
+ * header): handing them to the cache would take the cache's lock under
+ * the heap lock, against fork's order (segment locks first). */
+void segment_purge_sleeper(heap_t *heap) {
+    purge_idle_locked(heap, os_now_ms(), true, NULL, opt(STRATA_OPTION_PURGE_DELAY_MS), true);
 }
 
 /* Unused pages of the heap's segments not purged yet (resident). */

@@ -65,7 +65,7 @@ typedef struct stripe_s {
     _Atomic(bool) ready;      /* set once, under the lock; read outside it */
     arena_t arena;
     uint64_t purged_seen;     /* arena purged bytes already added to stats */
-    size_t dirty_seen;        /* this stripe's share of dirty_total */
+    size_t dirty_seen;        /* this stripe's share of large_dirty_total */
     size_t used_seen;         /* this stripe's share of used_total */
     bool count_resident;      /* large_release: purges measure what they free */
     size_t resident_purged;   /* what they measured */
@@ -79,7 +79,8 @@ typedef struct stripe_s {
 static stripe_t stripes[LARGE_STRIPES] = {[0 ... LARGE_STRIPES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 
 /* The table of reservations, scanned without a lock by free().  Each slot
- * is one word — base and length in 4 MiB units, and the stripe — so a reader
+ * is one word — base in 4 MiB units, length in 16 KiB units, and the
+ * stripe — so a reader
  * sees the three of one reservation, never the base of one and the end of
  * another (slots are emptied and reused while other threads look).  A slot
  * is filled (release) before any block of its range is handed out, and
@@ -90,12 +91,20 @@ typedef struct region_s {
 } region_t;
 _Static_assert(LARGE_STRIPES <= 4, "two bits of a region word name the stripe");
 #define REGION_LEN_BITS 29
+/* A reservation starts on a chunk of the segment map (4 MiB), which it
+ * marks as the large tier's, and is a whole number of REGION_UNITs long:
+ * under an address-space limit the last ones are shorter than a chunk
+ * (a program's next 200 KiB block must not need 4 MiB of address space),
+ * and the rest of their chunk is left to other mappings. */
+#define REGION_UNIT_SHIFT 14
+#define REGION_UNIT_MASK (((size_t)1 << REGION_UNIT_SHIFT) - 1)
 static inline uint64_t region_word(uintptr_t base, size_t len, int stripe) {
-    return ((uint64_t)(base >> SEGMENT_SHIFT) << 32) | ((uint64_t)(len >> SEGMENT_SHIFT) << 3) | 4u | (uint64_t)stripe;
+    return ((uint64_t)(base >> SEGMENT_SHIFT) << 32) | ((uint64_t)(len >> REGION_UNIT_SHIFT) << 3) | 4u |
+           (uint64_t)stripe;
 }
 static inline uintptr_t region_base(uint64_t w) { return (uintptr_t)(w >> 32) << SEGMENT_SHIFT; }
 static inline size_t region_len(uint64_t w) {
-    return (size_t)((w >> 3) & (((uint64_t)1 << REGION_LEN_BITS) - 1)) << SEGMENT_SHIFT;
+    return (size_t)((w >> 3) & (((uint64_t)1 << REGION_LEN_BITS) - 1)) << REGION_UNIT_SHIFT;
 }
 static region_t regions[LARGE_MAX_REGIONS];
 static _Atomic(size_t) region_count;
@@ -122,7 +131,7 @@ static _Atomic(uint64_t) lock_waits;
 
 /* Dirty bytes of all stripes: the budget bounds the sum, so a stripe may
  * keep what the others leave of it. */
-static _Atomic(size_t) dirty_total;
+_Atomic(size_t) large_dirty_total;   /* large.h */
 /* Fresh small-tier bytes since the tier was last busy (large_fresh_elsewhere). */
 static _Atomic(size_t) fresh_credit;
 
@@ -146,26 +155,31 @@ static void cache_key_make(void);
 static size_t region_size(size_t need) {
     size_t room = os_as_free();
     if (room == SIZE_MAX) return need > LARGE_REGION ? need : LARGE_REGION;
-    size_t l = (room / 8) & ~SEGMENT_MASK;
+    /* A whole number of the request that makes it: the tail past the last
+     * block of that size that fits would be address space no such block
+     * can use (1 MiB blocks in reservations rounded to 64 KiB got 6 % less
+     * than in whole chunks; the secure build's 1 MiB blocks, 1 MiB + a
+     * guard page each, 13 % less in whole chunks). */
+    size_t l = room / 8;
     if (l > LARGE_REGION) l = LARGE_REGION;
-    return l > need ? l : need;
+    return l > need ? l / need * need : need;
 }
 
 /* Reserves outside region_lock: a refused mapping runs the reclaim hooks,
  * which may give reservations back (region_shrink takes the lock). */
 static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
     stripe_t *st = ctx;
-    size_t need = (min_len + SEGMENT_MASK) & ~SEGMENT_MASK;
+    size_t need = (min_len + REGION_UNIT_MASK) & ~REGION_UNIT_MASK;
     if (need < min_len) return NULL;
     if (align < SEGMENT_SIZE) align = SEGMENT_SIZE;
     void *base = NULL;
     size_t l = region_size(need);
     /* A limit (ulimit -v, sanitizers) may still refuse it: try smaller
-     * ones down to what is needed — in whole chunks, as the region table
+     * ones down to what is needed — in whole units, as the region table
      * records lengths (a halved 12 MiB was once recorded as 4 MiB, and the
      * blocks in its last 2 MiB were reported as invalid pointers). */
     while (!(base = os_reserve_aligned(l, align)) && l > need) {
-        l = (l / 2) & ~SEGMENT_MASK;
+        l = (l / 2) & ~REGION_UNIT_MASK;
         if (l < need) l = need;
     }
     /* Marked before any block in it is handed out, as free() relies on. */
@@ -181,7 +195,7 @@ static void *region_grow(size_t min_len, size_t align, size_t *len, void *ctx) {
             slot = i;   /* a slot given back earlier */
             break;
         }
-    if (slot >= LARGE_MAX_REGIONS || (l >> SEGMENT_SHIFT) >= ((size_t)1 << REGION_LEN_BITS)) {
+    if (slot >= LARGE_MAX_REGIONS || (l >> REGION_UNIT_SHIFT) >= ((size_t)1 << REGION_LEN_BITS)) {
         pthread_mutex_unlock(&region_lock);
         segmap_set(base, l, SEGMAP_NONE);
         os_free(base, l);
@@ -298,7 +312,7 @@ static size_t cache_limit(const stripe_t *s) {
     if (rss && rss < live) live = rss;
     live /= 8;
     if (all > 0 && live > all) all = live;
-    size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
+    size_t dirty = atomic_load_explicit(&large_dirty_total, memory_order_relaxed);
     all = headroom_capped(all, dirty);
     /* The arenas count dirty bytes as address span (a freed block may
      * have been touched anywhere), but what the budget bounds is resident
@@ -352,7 +366,7 @@ static bool large_one_thread(void) {
 static _Atomic(bool) kept_apart;
 static bool touched_in_part(void) {
     size_t span = atomic_load_explicit(&used_total, memory_order_relaxed) +
-                  atomic_load_explicit(&dirty_total, memory_order_relaxed);
+                  atomic_load_explicit(&large_dirty_total, memory_order_relaxed);
     size_t rss = os_rss_recent();
     bool was = atomic_load_explicit(&kept_apart, memory_order_relaxed);
     bool now = rss && rss < (was ? span - span / 4 : span / 2);
@@ -416,7 +430,7 @@ static void stripe_unlock(stripe_t *s) {
         s->used_seen = s->arena.st.used_bytes;
     }
     if (s->arena.st.dirty_bytes != s->dirty_seen) {
-        atomic_fetch_add_explicit(&dirty_total, s->arena.st.dirty_bytes - s->dirty_seen, memory_order_relaxed);
+        atomic_fetch_add_explicit(&large_dirty_total, s->arena.st.dirty_bytes - s->dirty_seen, memory_order_relaxed);
         s->dirty_seen = s->arena.st.dirty_bytes;
     }
     if (s->arena.st.purged != s->purged_seen) {
@@ -994,6 +1008,7 @@ static noinline bool cache_push_slow(void *p, unsigned c) {
     if (b->n == b->max) cache_bin_flush(t, c, (b->n + 1) / 2, false);
     for (unsigned o = CACHE_CLASSES; t->room < (ptrdiff_t)size && o >= 1; o--)
         if (t->bin[o].n) cache_bin_flush(t, o, t->bin[o].n, false);
+    purge_thread_want();   /* (what was flushed waits in the arenas for its purge) */
     if (b->n == b->max || t->room < (ptrdiff_t)size) return false;
     cache_put(t, b, p, size);
     return true;
@@ -1124,7 +1139,13 @@ static void cache_check_epoch(void) {
     if (t && !t->busy && t->epoch != atomic_load_explicit(&cache_epoch, memory_order_relaxed)) cache_renew(t);
 }
 
+static void *alloc_slow_try(size_t size, size_t align, bool zero, int node, bool limit_retry);
 static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node) {
+    return alloc_slow_try(size, align, zero, node, false);
+}
+
+static void *alloc_slow_try(size_t size, size_t align, bool zero, int node, bool limit_retry) {
+    const size_t size0 = size, align0 = align;
     /* Acquire: the class tables were written before the secret. */
     if (!atomic_load_explicit(&cache_secret, memory_order_acquire)) cache_init();
     cache_check_epoch();
@@ -1189,6 +1210,24 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
         errno = ENOMEM;
         return NULL;
     }
+    /* Pages never touched or purged fault in fresh memory: the headroom
+     * the caches are sized from counts them now, not at its next reading,
+     * and a limit stated by hand may refuse them: the block goes back,
+     * the caches give back what they hold (os_reclaim: this tier's free
+     * blocks, the small tier's cached segments), and the request is tried
+     * once more. */
+    if (clean && !os_memory_admit(usable)) {
+        stripe_t *s = owner_of(p);
+        stripe_lock(s);
+        arena_free(&s->arena, p, NULL);
+        stripe_unlock(s);
+        if (!limit_retry) {
+            os_reclaim();
+            return alloc_slow_try(size0, align0, zero, node, true);
+        }
+        errno = ENOMEM;
+        return NULL;
+    }
     note_high(p, usable);
     if (LARGE_GUARDED) {
         size_t pg = os_page_size();
@@ -1221,9 +1260,6 @@ static noinline void *alloc_slow(size_t size, size_t align, bool zero, int node)
     }
     /* The tier is busy: its dirty blocks are not idle (large_fresh_elsewhere). */
     if (atomic_load_explicit(&fresh_credit, memory_order_relaxed)) atomic_store_explicit(&fresh_credit, 0, memory_order_relaxed);
-    /* Pages never touched or purged fault in fresh memory: the headroom
-     * the caches are sized from counts them now, not at its next reading. */
-    if (clean) os_memory_note_fresh(usable);
     large_place(p, size, node);
     if (zero && !clean) {
         if (size <= LARGE_MEMSET_MAX) memset(p, 0, size);
@@ -1339,6 +1375,7 @@ static noinline void free_slow(void *p) {
     } else {
         stat_add(&stats.large_freed, 1);
         stat_sub(&stats.large_live_bytes, usable);
+        purge_thread_want();   /* its pages are purged after the delay, whatever the program does then */
     }
 }
 
@@ -1502,7 +1539,7 @@ void large_collect(uint64_t now_ms) {
 #define FRESH_OVERLAP 8
 
 void large_fresh_elsewhere(size_t bytes) {
-    if (!atomic_load_explicit(&dirty_total, memory_order_relaxed)) {
+    if (!atomic_load_explicit(&large_dirty_total, memory_order_relaxed)) {
         if (atomic_load_explicit(&fresh_credit, memory_order_relaxed))
             atomic_store_explicit(&fresh_credit, 0, memory_order_relaxed);
         return;

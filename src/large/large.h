@@ -48,6 +48,13 @@ void large_collect(uint64_t now_ms);
  * the dirty blocks and this thread's cache shrink to their share of it now,
  * not at the next collect.  Trylocks only. */
 void large_trim(void);
+/* Bytes of freed blocks that may still be resident (the purge's work):
+ * a variable, read on the housekeeping tick without a call into the
+ * large tier's text (cmake/hot-text.list). */
+extern _Atomic(size_t) large_dirty_total;
+/* The background purge (src/core/purge_thread.c), started if it is not
+ * running yet: freed blocks wait for their purge. */
+void purge_thread_want(void);
 /* The small tier is about to touch bytes of memory it never used (a fresh
  * page): the tier's oldest dirty free blocks, idle meanwhile, are purged
  * once such bytes since they were freed reach an eighth of their size.

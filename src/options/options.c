@@ -77,7 +77,7 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
     {"CHAN_TIMEOUT_MS", KIND_INT, 30000, -1, 24L * 3600 * 1000, NULL,
      "ms a channel operation waits for its peer (-1: forever)"},
     {"MEMORY_LIMIT", KIND_SIZE, 0, 0, 1L << 50, limit_words,
-     "memory the process may use, e.g. 512m; auto (0): the cgroup's limit, if any"},
+     "memory the process may use (RSS), e.g. 512m: past it malloc fails with ENOMEM; auto (0): caches yield to the cgroup's limit"},
     {"SB_MIN", KIND_SIZE, 1L << 20, 4096, 1L << 50, NULL,
      "with STRATA_SB_DIR set, mallocs of this many bytes or more are storage-backed"},
     {"SB_PAGE", KIND_INT, 1, 1, 512, NULL, "storage page in system pages (a power of two)"},
@@ -96,6 +96,8 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "storage-backed reads: runs read ahead of a sequential stream (direct I/O: asynchronously; 0: no streams)"},
     {"SB_SPLIT", KIND_BOOL, 1, 0, 1, NULL,
      "storage-backed aggressive reads off any stream: the fault waits for its own page, the rest of the run is read ahead"},
+    {"BACKGROUND_PURGE", KIND_BOOL, 1, 0, 1, NULL,
+     "a background thread gives back, within the purge delay, what threads that sleep have freed"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];

@@ -39,6 +39,11 @@ void strata_report(const char *call, const char *what, const void *addr, const c
 /* Internal invariant broken: always prints and aborts. */
 __attribute__((noreturn)) void strata_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Copies n bytes of in to out (size >= 5) with control characters, bytes
+ * of no valid UTF-8, C1 controls and the backslash escaped (\n, \xNN...);
+ * returns the bytes written.  strata_message applies it to every message. */
+size_t strata_escape(const char *in, size_t n, char *out, size_t size);
+
 /* Parses a size ("128k", "4MiB", "1g", "4096") into *out; false if malformed. */
 bool options_parse_size(const char *s, long *out);
 

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 /* ---- Address space ------------------------------------------------------- */
 
@@ -278,6 +279,61 @@ size_t os_cache_share(size_t room) {
     /* (room/4) x (room/limit), in floating point: room^2 overflows. */
     size_t share = (size_t)((double)room / 4 * ((double)room / (double)limit));
     return share > room / 32 ? share : room / 32;
+}
+
+/* A limit stated by hand (STRATA_MEMORY_LIMIT) is a limit on the memory
+ * the process uses, as tcmalloc's heap limit: the tiers ask before they
+ * take memory that will fault in fresh pages (a segment mapped, a large
+ * block carved from untouched or purged space), and a request past it is
+ * refused; the caller gives back what its caches hold and asks once more
+ * before malloc returns NULL with ENOMEM.  The count is the process's RSS,
+ * read again at once when the estimate (the last reading less what was
+ * announced since) says no: frees since that reading may have made room.
+ * The cgroup's limit (auto) is never enforced here: the kernel reclaims
+ * and enforces it, and it counts the job's other processes; there the
+ * caches only yield (os_cache_share). */
+static _Atomic(uint64_t) refusals;
+
+static __attribute__((noinline, cold)) void refused_message(size_t limit) {
+    /* Once: a program that probes with malloc until NULL would print a
+     * line per probe.  The OS layer has no formatter: digits by hand. */
+    static _Atomic(bool) told;
+    if (atomic_exchange_explicit(&told, true, memory_order_relaxed)) return;
+    char buf[160] = "strata: memory limit reached (STRATA_MEMORY_LIMIT=";
+    size_t n = strlen(buf), mib = limit >> 20;
+    char digits[24];
+    int d = 0;
+    do digits[d++] = (char)('0' + mib % 10); while ((mib /= 10) && d < 20);
+    while (d) buf[n++] = digits[--d];
+    const char *tail = "m): allocations past it fail with ENOMEM\n";
+    memcpy(buf + n, tail, strlen(tail));
+    n += strlen(tail);
+    ssize_t w = write(2, buf, n);
+    (void)w;
+}
+
+bool os_memory_admit(size_t bytes) {
+    size_t set = atomic_load_explicit(&mem_limit_set, memory_order_relaxed);
+    if (!set || !bytes) {
+        os_memory_note_fresh(bytes);
+        return true;
+    }
+    size_t room = os_memory_headroom();
+    if (room < bytes) {
+        atomic_store_explicit(&usage_read_at, 0, memory_order_relaxed);
+        room = os_memory_headroom();
+    }
+    if (room < bytes) {
+        atomic_fetch_add_explicit(&refusals, 1, memory_order_relaxed);
+        refused_message(set);
+        return false;
+    }
+    os_memory_note_fresh(bytes);
+    return true;
+}
+
+uint64_t os_memory_refusals(void) {
+    return atomic_load_explicit(&refusals, memory_order_relaxed);
 }
 
 uint64_t os_memory_usage_reads(void) {

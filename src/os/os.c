@@ -14,6 +14,9 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/futex.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 
 #ifndef MADV_HUGEPAGE
 #define MADV_HUGEPAGE 14
@@ -152,8 +155,16 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
 }
 
 void *os_alloc_aligned(size_t size, size_t align) {
-    /* Committed memory (segments) is written soon: the memory headroom counts it now. */
-    os_memory_note_fresh(size);
+    /* Committed memory (segments) is written soon: the memory headroom
+     * counts it now, and a limit stated by hand may refuse it (after the
+     * reclaim hooks gave back what they hold, as for a refused mapping). */
+    if (!os_memory_admit(size)) {
+        os_reclaim();
+        if (!os_memory_admit(size)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
     return map_aligned(size, align, PROT_READ | PROT_WRITE, MAP_NORESERVE);
 }
 
@@ -313,4 +324,26 @@ uint64_t os_stat_field(const char *path, int field) {
 
 uintptr_t os_brk_start(void) {
     return (uintptr_t)os_stat_field("/proc/self/stat", 47);
+}
+
+void os_wait(_Atomic(uint32_t) *word, uint32_t expect, uint64_t ms) {
+    struct timespec t = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+    syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, expect, &t, NULL, 0);
+}
+
+void os_wake(_Atomic(uint32_t) *word) {
+    syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* num_threads counts a main thread that left with pthread_exit (a zombie
+ * while others run): the process's state is then Z. */
+unsigned os_thread_count(void) {
+    char buf[1024];
+    size_t n = os_read_file("/proc/self/stat", buf, sizeof buf);
+    if (n == 0) return 0;
+    char *s = buf + n;
+    while (s > buf && *s != ')') s--;
+    bool leader_gone = s[0] == ')' && s[1] == ' ' && s[2] == 'Z';
+    unsigned threads = (unsigned)os_stat_field("/proc/self/stat", 20);
+    return threads > 0 && leader_gone ? threads - 1 : threads;
 }

@@ -7,6 +7,7 @@
 #ifndef STRATA_OS_H
 #define STRATA_OS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,6 +96,14 @@ uint64_t os_now_ns(void);
  * (run_delay), UINT64_MAX if unknown; a few microseconds (run_delay.c). */
 uint64_t os_thread_run_delay_ns(void);
 
+/* Sleeps until *word is no longer expect, os_wake(word) is called, or ms
+ * milliseconds passed (futex; spurious wake-ups possible). */
+void os_wait(_Atomic(uint32_t) *word, uint32_t expect, uint64_t ms);
+void os_wake(_Atomic(uint32_t) *word);
+/* Live threads of this process now (/proc/self/stat; not a main thread
+ * that called pthread_exit), 0 if unknown. */
+unsigned os_thread_count(void);
+
 /* The calling thread's kernel id (gettid). */
 int os_thread_id(void);
 /* Thread tid of this process is blocked in the kernel now (sleeping: a
@@ -141,6 +150,15 @@ size_t os_memory_headroom(void);
  * carved from purged space): the headroom counts them as used at once,
  * and the usage is read again after an eighth of the headroom of them. */
 void os_memory_note_fresh(size_t bytes);
+/* Asks to fault in bytes of fresh memory under a limit stated by hand
+ * (os_set_memory_limit): false, with one message the first time, if the
+ * usage (read again now when the estimate says no) leaves less room than
+ * that; the caller gives back what its caches hold and asks once more,
+ * then fails with ENOMEM.  Otherwise (no limit, or the cgroup's, which
+ * only caches yield to) true; either way an admitted request is noted as
+ * os_memory_note_fresh does. */
+bool os_memory_admit(size_t bytes);
+uint64_t os_memory_refusals(void);   /* requests refused so far (tests, statistics) */
 /* What os_memory_note_fresh was told, cumulative (0 without a limit):
  * caches check their share when it moved, not on a clock. */
 uint64_t os_memory_fresh_total(void);

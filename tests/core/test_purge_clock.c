@@ -292,11 +292,18 @@ static void a_phase_longer_than_the_delay_is_not_purged(void) {
 
 /* ---- the decay after demand stops ---- */
 
-/* Kept pages all due; the heap's last demand `ago` ms back on its clock. */
+/* Free pages all due (those kept in the class queue, and those given back
+ * to their segments unpurged: a class keeps one page, page_retire_slow);
+ * the heap's last demand `ago` ms back on its clock. */
 static size_t pass_with_demand_ago(uint64_t ago, uint32_t cls) {
     heap_t *heap = tls_heap;
     for (page_t *p = heap->queues[cls].first; p; p = p->next)
         if (p->used == 0 && p->purge_at != 0) p->purge_at = 1;
+    for (int k = 0; k < SEG_KINDS; k++)
+        for (segment_t *s = heap->segments[k]; s; s = s->next)
+            for (uint32_t i = 0; i < s->page_count; i++)
+                if ((page_flags(&s->pages[i]) & PAGE_UNUSED) && !s->pages[i].is_zero && s->pages[i].purge_at != 0)
+                    s->pages[i].purge_at = 1;
     size_t p0 = purged_now();
     uint64_t t = os_now_ms();
     while (os_now_ms() == t) {

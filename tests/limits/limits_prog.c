@@ -14,10 +14,17 @@
  *                   blocks until NULL, freed; then 1 MiB again:
  *                   what one tier keeps must not starve the other
  *                                                 served1= served2= served3=
+ *   beside MB B     one block of MB MiB stays live; blocks of B bytes
+ *                   until NULL                                 served=bytes
+ *   hard MB         1 MiB blocks, all touched, until NULL (at most 3 x MB
+ *                   MiB), all freed; then 64 KiB blocks likewise: what a
+ *                   memory limit lets through, phase by phase
+ *                   served1= enomem1= served2= enomem2= peak_rss=
  *   prodcons MB     a producer thread allocates blocks of 16 B .. 4 KiB
  *                   (touched) into a ring of 16384, a consumer frees
  *                   them, until MB MiB have passed                peak_rss=bytes
  */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -203,6 +210,45 @@ static int prodcons(size_t mb) {
     return 0;
 }
 
+/* Blocks of b bytes, each touched whole, until NULL or cap bytes; all
+ * freed.  *enomem: the NULL came with errno ENOMEM. */
+static size_t fill_touched(size_t b, size_t cap, int *enomem) {
+    void *head = NULL;
+    size_t served = 0;
+    *enomem = 0;
+    while (served < cap) {
+        errno = 0;
+        void **p = malloc(b);
+        if (!p) {
+            *enomem = errno == ENOMEM;
+            break;
+        }
+        touch((char *)p, b);
+        *p = head;
+        head = p;
+        served += b;
+    }
+    free_chain(head);
+    return served;
+}
+
+static int beside(size_t mb, size_t b) {
+    char *big = malloc(mb << 20);
+    if (!big) return 2;
+    big[0] = 1;
+    printf("served=%zu\n", fill_and_free(b));
+    free(big);
+    return 0;
+}
+
+static int hard(size_t mb) {
+    int e1, e2;
+    size_t a = fill_touched((size_t)1 << 20, (mb * 3) << 20, &e1);
+    size_t b = fill_touched((size_t)64 << 10, (mb * 3) << 20, &e2);
+    printf("served1=%zu enomem1=%d served2=%zu enomem2=%d peak_rss=%zu\n", a, e1, b, e2, vm_hwm());
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "first")) {
         char *p = malloc(100);
@@ -219,8 +265,10 @@ int main(int argc, char **argv) {
         return fill();
     }
     if (argc == 2 && !strcmp(argv[1], "phases")) return phases();
+    if (argc == 3 && !strcmp(argv[1], "hard")) return hard(strtoul(argv[2], NULL, 0));
+    if (argc == 4 && !strcmp(argv[1], "beside")) return beside(strtoul(argv[2], NULL, 0), strtoul(argv[3], NULL, 0));
     if (argc == 3 && !strcmp(argv[1], "prodcons")) return prodcons(strtoul(argv[2], NULL, 0));
     if (argc == 4 && !strcmp(argv[1], "waves")) return waves(strtoul(argv[2], NULL, 0), atoi(argv[3]));
-    fprintf(stderr, "usage: limits_prog first | fill BYTES THREADS | phases | waves MB ROUNDS | prodcons MB\n");
+    fprintf(stderr, "usage: limits_prog first | fill BYTES THREADS | phases | waves MB ROUNDS | prodcons MB | hard MB | beside MB BYTES\n");
     return 2;
 }

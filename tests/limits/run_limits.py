@@ -18,6 +18,14 @@ Usage: run_limits.py --prog limits_prog --lib libstrata.so CASE [ARGS]
   option LIMIT RATIO MODE ARGS...
                        the same without a cgroup, the limit stated with
                        STRATA_MEMORY_LIMIT
+  beside LIMIT MB      one live MB MiB block, then 64 KiB and 1 MiB blocks
+                       until NULL: Strata serves >= 95 % of glibc
+  start MARGIN [PYMARGIN]
+                       the smallest limit a malloc(100) program (and a
+                       python3 print(1)) runs under is at most MARGIN
+                       (PYMARGIN) above glibc's
+  hard LIMIT           STRATA_MEMORY_LIMIT=LIMIT is a limit: limits_prog
+                       hard gets NULL with ENOMEM near it, in both tiers
   probe LIMIT          limit_probe (--prog) reads back the limits Strata
                        sees: RLIMIT_AS under prlimit, the cgroup's limit in
                        a cgroup, STRATA_MEMORY_LIMIT over the cgroup's
@@ -194,6 +202,16 @@ def case_fill(a):
     return 1 if failed else 0
 
 
+def served_row(label, g, s):
+    """Prints one row of bytes served, glibc's against Strata's; 1 if
+    Strata got less than 95 % of glibc's, else 0."""
+    ratio = s / g if g else 1.0
+    bad = ratio < 0.95
+    print(f"{label:20s} glibc {g / 2**20:8.1f} MiB  strata {s / 2**20:8.1f} MiB  {ratio:6.3f}"
+          + ("  < 0.95" if bad else ""))
+    return int(bad)
+
+
 def case_phases(a):
     limit = parse_size(a.args[0])
     rg, g, eg = run([a.prog, "phases"], limit_as=limit)
@@ -204,12 +222,7 @@ def case_phases(a):
     failed = 0
     print(f"ulimit -v {limit >> 20} MiB: bytes served until NULL, phase by phase")
     for i, label in ((1, "1 MiB"), (2, "64 KiB after 1 MiB"), (3, "1 MiB after 64 KiB")):
-        k = f"served{i}"
-        ratio = st[k] / g[k] if g[k] else 1.0
-        bad = ratio < 0.95
-        failed += bad
-        print(f"{label:20s} glibc {g[k] / 2**20:8.1f} MiB  strata {st[k] / 2**20:8.1f} MiB  {ratio:6.3f}"
-              + ("  < 0.95" if bad else ""))
+        failed += served_row(label, g[f"served{i}"], st[f"served{i}"])
     return 1 if failed else 0
 
 
@@ -280,6 +293,105 @@ def peak_rss_case(a, cgroup_mode):
     return 0 if median <= max_ratio else 1
 
 
+def case_beside(a):
+    """One live block of MB MiB, then 64 KiB and 1 MiB blocks until NULL:
+    Strata serves >= 95 % of glibc's bytes (a reservation holding the big
+    block must not keep from the rest what it does not use)."""
+    limit, mb = parse_size(a.args[0]), a.args[1]
+    failed = 0
+    print(f"ulimit -v {limit >> 20} MiB, one live {mb} MiB block: bytes served until NULL (median of 3)")
+    for label, size in SIZES[:2]:
+        cmd = [a.prog, "beside", mb, str(size)]
+        gs, ss = [], []
+        for _ in range(3):
+            rg, g, eg = run(cmd, limit_as=limit)
+            rs, st, es = run(cmd, preload=a.lib, limit_as=limit)
+            if rg != 0 or rs != 0 or "served" not in g or "served" not in st:
+                print(f"{label}: a run failed: glibc rc {rg} {eg}; strata rc {rs} {es}")
+                return 1
+            gs.append(g["served"])
+            ss.append(st["served"])
+        failed += served_row(label, sorted(gs)[1], sorted(ss)[1])
+    return 1 if failed else 0
+
+
+def min_limit(cmd, preload, lo, hi):
+    """The smallest address-space limit (256 KiB steps) in [lo, hi] under
+    which cmd exits 0, by bisection (None if not even at hi); runs below it
+    fail and runs at or above it succeed, for glibc and Strata alike."""
+    step = 256 << 10
+    ok = lambda l: run(cmd, preload=preload, limit_as=l)[0] == 0
+    if not ok(hi):
+        return None
+    lo_i, hi_i = lo // step, hi // step   # hi_i works; find the first that does
+    while lo_i < hi_i:
+        mid = (lo_i + hi_i) // 2
+        if ok(mid * step):
+            hi_i = mid
+        else:
+            lo_i = mid + 1
+    return hi_i * step
+
+
+def case_start(a):
+    """Strata starts where glibc starts: the smallest ulimit -v under which
+    a program runs is at most MARGIN above glibc's.  MARGIN is Strata's
+    fixed cost at start (the page map's 1 MiB of bss, the first segment,
+    the heap structures) and, for an interpreter, the size-class pages it
+    opens.  Programs: limits_prog first (one malloc), and this Python
+    interpreter running print(1)."""
+    margin = parse_size(a.args[0])
+    programs = [("malloc(100)", [a.prog, "first"], margin)]
+    if len(a.args) > 1:
+        programs.append(("python3 -c print(1)", [sys.executable, "-S", "-c", "print(1)"], parse_size(a.args[1])))
+    failed = 0
+    for label, cmd, m in programs:
+        g = min_limit(cmd, None, 1 << 20, 96 << 20)
+        s = min_limit(cmd, a.lib, 1 << 20, 96 << 20)
+        if g is None:
+            print(f"{label}: glibc does not run even under 96 MiB; skipped")
+            continue
+        bad = s is None or s > g + m
+        failed += bad
+        print(f"{label:20s} runs from ulimit -v {g >> 10} KiB with glibc, {s >> 10 if s else 'never'} KiB with "
+              f"Strata (at most {(g + m) >> 10}){'  WRONG' if bad else ''}")
+    return 1 if failed else 0
+
+
+def case_hard(a):
+    """STRATA_MEMORY_LIMIT is a limit: 1 MiB blocks (touched) until NULL,
+    freed, then 64 KiB blocks until NULL.  Each phase must end in NULL with
+    ENOMEM, having got most of the limit (what the first phase's blocks
+    left cached is given back to the second), the peak RSS must stay near
+    the limit, and the limit is reported once.  glibc's run (no limit)
+    shows what the program would take."""
+    limit = parse_size(a.args[0])
+    mb = limit >> 20
+    cmd = [a.prog, "hard", str(mb)]
+    rg, g, eg = run(cmd)
+    rs, s, es = run(cmd, preload=a.lib, env_extra={"STRATA_MEMORY_LIMIT": f"{mb}m"})
+    if rg != 0 or rs != 0 or "served2" not in s:
+        print(f"a run failed: glibc rc {rg} {eg}; strata rc {rs} {es}")
+        return 1
+    failed = 0
+    print(f"STRATA_MEMORY_LIMIT={mb}m: touched blocks until NULL (glibc: no limit)")
+    for i, label in ((1, "1 MiB"), (2, "64 KiB after 1 MiB")):
+        got, enomem = s[f"served{i}"], s[f"enomem{i}"]
+        bad = not enomem or not 0.85 * limit <= got <= limit
+        failed += bad
+        print(f"{label:20s} glibc {g[f'served{i}'] >> 20:5d} MiB  strata {got >> 20:5d} MiB, "
+              f"{'ENOMEM' if enomem else 'no NULL'}" + ("  WRONG (want NULL with ENOMEM at 85-100 %)" if bad else ""))
+    peak = s["peak_rss"]
+    bad = peak > limit * 1.04
+    failed += bad
+    print(f"peak RSS {peak / 2**20:.1f} MiB (at most 1.04 x the limit){'  WRONG' if bad else ''}")
+    told = [l for l in es.splitlines() if "memory limit reached" in l]
+    bad = len(told) != 1
+    failed += bad
+    print(f"messages: {es!r}{'  WRONG (want one line)' if bad else ''}")
+    return 1 if failed else 0
+
+
 def case_probe(a):
     limit = parse_size(a.args[0])
     failed = 0
@@ -327,13 +439,13 @@ def main():
     ap.add_argument("case")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
-    if a.case in ("first", "fill", "phases", "probe") and not any(
+    if a.case in ("first", "fill", "phases", "probe", "beside", "start") and not any(
             os.access(os.path.join(d, "prlimit"), os.X_OK) for d in os.environ.get("PATH", "").split(":")):
         print("run_limits: SKIP: prlimit (util-linux) is not installed")
         return SKIP
     cases = {"first": case_first, "fill": case_fill, "phases": case_phases,
              "cgroup": lambda a: peak_rss_case(a, True), "option": lambda a: peak_rss_case(a, False),
-             "probe": case_probe}
+             "probe": case_probe, "hard": case_hard, "beside": case_beside, "start": case_start}
     if a.case not in cases:
         sys.exit(f"run_limits: unknown case {a.case!r}")
     return cases[a.case](a)

@@ -79,6 +79,19 @@ case("CHECK=maybe", {"STRATA_CHECK": "maybe"}, "CHECK", 0,
 # A 5000-character value: still one whole line, the value cut short.
 case("5000-character value", {"STRATA_LARGE_THRESHOLD": "7" * 5000}, "LARGE_THRESHOLD", 128 * 1024,
      r'^strata: STRATA_LARGE_THRESHOLD="7{40}\.\.\." is not valid \(want a size in bytes')
+# A value is escaped where it is echoed: a newline in it cannot start a
+# line of its own (here one that reads as a double-free report), and an
+# escape sequence cannot reach the terminal.  case() wants one line.
+case("value with a newline stays on its line",
+     {"STRATA_PURGE_DELAY_MS": "5\nstrata: free(): double free 0x1234"}, "PURGE_DELAY_MS", 10,
+     r'^strata: STRATA_PURGE_DELAY_MS="5\\nstrata: free\(\): double free 0x1234" is not valid')
+case("value with an escape sequence and a backslash",
+     {"STRATA_HUGEPAGES": "\x1b[2J\\n\x7f\x9b"}, "HUGEPAGES", 1,
+     r'^strata: STRATA_HUGEPAGES="\\e\[2J\\\\n\\x7f\\xc2\\x9b" is not valid')
+case("UTF-8 text passes as it is", {"STRATA_HUGEPAGES": "n\u00e9ver"}, "HUGEPAGES", 1,
+     '^strata: STRATA_HUGEPAGES="n\u00e9ver" is not valid')
+case("name with a newline", {"STRATA_X\nstrata: free(): double free 0x1": "1"}, "VERBOSE", 0,
+     r'^strata: STRATA_X\\nstrata: free\(\): double free 0x1 is not an option')
 # Unknown names: once each, with the closest option.
 case("misspelled STRATA_PURGE_DELAY", {"STRATA_PURGE_DELAY": "5"}, "PURGE_DELAY_MS", 10,
      r'^strata: STRATA_PURGE_DELAY is not an option: ignored \(did you mean STRATA_PURGE_DELAY_MS\?\)$')

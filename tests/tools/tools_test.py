@@ -100,7 +100,11 @@ def t_roundtrip(prog):
     record the replay and check the replayed calls are the recorded ones."""
     d = workdir("roundtrip")
     tr = os.path.join(d, "known.trace")
+    # The program's own calls are compared: under Strata the background
+    # purge's start adds glibc's calloc of the new thread (docs/tools.md).
+    os.environ["STRATA_BACKGROUND_PURGE"] = "0"
     p = record(tr, [prog])
+    del os.environ["STRATA_BACKGROUND_PURGE"]
     exp = expectations(p.stdout)
     if len(exp) != 7:
         fail("known program printed no expectations: " + p.stdout)

@@ -1,0 +1,166 @@
+/* purge_thread.c — the background purge: one thread that gives memory
+ * back while the program does not call the allocator.  Purging is
+ * otherwise done by the allocating threads themselves, on their slow
+ * paths (heap_maintain): a thread that frees its working set and then
+ * waits (an MPI rank in a collective, a server between requests) kept all
+ * of it resident until it allocated again, 300 MiB of freed 64 KiB blocks
+ * for as long as it slept.  Each pass does what the process-wide tick of
+ * heap_maintain does (exited threads' heaps, remote frees to sleepers,
+ * the segment cache, the large tier) and purges the unused pages of heaps
+ * whose thread sleeps (heap_purge_sleepers).  As jemalloc's background
+ * thread; STRATA_BACKGROUND_PURGE=0 (or strata_option_set) turns it off.
+ *
+ * Lifetime:
+ *  - started lazily, by the process tick of a thread's housekeeping, once
+ *    the library constructor has run (libc is ready then: pthread_create
+ *    may allocate) and while that thread holds no heap lock;
+ *  - it sleeps one purge delay between passes, longer (doubling up to a
+ *    second) while passes find nothing, and the process tick wakes it
+ *    again when the program is busy, so an idle program costs a wake-up a
+ *    second and the fast paths nothing;
+ *  - detached, all signals blocked; it ends when it is the last thread of
+ *    the process (main called pthread_exit: the process must end as it
+ *    would without it) or after exit() began;
+ *  - a child of fork has no such thread: its state is reset there, and the
+ *    child starts its own when it needs one.
+ */
+#define _GNU_SOURCE 1   /* pthread_setname_np */
+#include "internal.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include "../large/large.h"
+#include "../stats/stats.h"
+
+enum { BG_NONE, BG_STARTING, BG_RUNNING };
+static _Atomic(int) bg_state;
+static _Atomic(bool) libc_ready;
+static _Atomic(bool) exiting;
+static _Atomic(uint64_t) start_failed_at;   /* ms; a failed start is tried again a second later */
+/* The thread sleeps on this word; the process tick bumps it when the
+ * thread is in a long (backed-off) sleep. */
+static _Atomic(uint32_t) wake_word;
+static _Atomic(bool) sleeping_long;
+static _Atomic(uint64_t) passes;
+
+#define BG_IDLE_MAX_MS 1000
+#define BG_STACK ((size_t)128 << 10)
+
+static void bg_pass(void) {
+    uint64_t wall = os_now_ms();
+    heap_process_tick(wall);
+    heap_purge_sleepers();
+    atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed);
+}
+
+static void *bg_main(void *arg) {
+    (void)arg;
+    uint64_t period = 0;
+    for (;;) {
+        long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+        bool on = opt(STRATA_OPTION_BACKGROUND_PURGE) != 0 && d >= 0;
+        uint64_t base = d > 0 ? (uint64_t)d : 1;
+        if (!on) period = BG_IDLE_MAX_MS;
+        else if (period < base) period = base;
+        uint32_t w = atomic_load_explicit(&wake_word, memory_order_acquire);
+        atomic_store_explicit(&sleeping_long, period > base, memory_order_release);
+        os_wait(&wake_word, w, period);
+        atomic_store_explicit(&sleeping_long, false, memory_order_relaxed);
+        if (atomic_load_explicit(&exiting, memory_order_relaxed) || os_thread_count() == 1) break;   /* (0: unknown) */
+        if (atomic_load_explicit(&wake_word, memory_order_relaxed) != w) period = base;   /* the program is busy again */
+        if (!on) continue;
+        uint64_t purged = atomic_load_explicit(&stats.purged, memory_order_relaxed);
+        bg_pass();
+        bool found = atomic_load_explicit(&stats.purged, memory_order_relaxed) != purged;
+        /* Nothing to give back: look less often, up to once a second. */
+        period = found ? base : (period * 2 < BG_IDLE_MAX_MS ? period * 2 : BG_IDLE_MAX_MS);
+    }
+    atomic_store_explicit(&bg_state, BG_NONE, memory_order_release);
+    return NULL;
+}
+
+static void bg_start(void) {
+    uint64_t now = os_now_ms(), failed = atomic_load_explicit(&start_failed_at, memory_order_relaxed);
+    if (failed && now < failed + BG_IDLE_MAX_MS) return;
+    int expect = BG_NONE;
+    if (!atomic_compare_exchange_strong_explicit(&bg_state, &expect, BG_STARTING, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return;
+    pthread_attr_t attr;
+    pthread_t t;
+    sigset_t all, old;
+    int e = pthread_attr_init(&attr);
+    if (e == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, BG_STACK);
+        /* The thread inherits the mask: the program's signals go to its own threads. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        e = pthread_create(&t, &attr, bg_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    if (e != 0) {
+        atomic_store_explicit(&start_failed_at, now ? now : 1, memory_order_relaxed);
+        atomic_store_explicit(&bg_state, BG_NONE, memory_order_release);
+        return;
+    }
+    pthread_setname_np(t, "strata-purge");
+    atomic_store_explicit(&bg_state, BG_RUNNING, memory_order_release);
+}
+
+static noinline void bg_wake(void) {
+    atomic_fetch_add_explicit(&wake_word, 1, memory_order_release);
+    os_wake(&wake_word);
+}
+
+/* Whether a thread may be started now (the caller holds no lock of
+ * Strata's: pthread_create may allocate). */
+static bool bg_may_start(void) {
+    return atomic_load_explicit(&bg_state, memory_order_acquire) == BG_NONE && !strata_in_realloc &&
+           atomic_load_explicit(&libc_ready, memory_order_acquire) &&
+           !atomic_load_explicit(&exiting, memory_order_relaxed) && opt(STRATA_OPTION_BACKGROUND_PURGE) &&
+           opt(STRATA_OPTION_PURGE_DELAY_MS) >= 0;
+}
+
+/* On every housekeeping of a thread (heap_maintain, at most once per
+ * clock tick per heap): in the hot text, so what it does on most calls
+ * (nothing) touches no other code. */
+void purge_thread_poke(const heap_t *heap) {
+    int state = atomic_load_explicit(&bg_state, memory_order_acquire);
+    if (state == BG_RUNNING) {
+        if (atomic_load_explicit(&sleeping_long, memory_order_acquire)) bg_wake();
+        return;
+    }
+    /* Not before there is something to give back: a program that never
+     * frees has no such thread. */
+    if (state != BG_NONE || heap->lock_depth != 0 ||
+        (!heap->purge_due && !atomic_load_explicit(&large_dirty_total, memory_order_relaxed)) || !bg_may_start())
+        return;
+    bg_start();
+}
+
+/* The large tier's free path, once freed blocks wait in its arenas: a
+ * program that frees its big blocks and then sleeps runs no housekeeping
+ * that would start the thread. */
+void purge_thread_want(void) {
+    if (atomic_load_explicit(&bg_state, memory_order_relaxed) != BG_NONE) return;
+    if (bg_may_start()) bg_start();
+}
+
+void purge_thread_libc_ready(void) { atomic_store_explicit(&libc_ready, true, memory_order_release); }
+
+void purge_thread_at_exit(void) {
+    atomic_store_explicit(&exiting, true, memory_order_relaxed);
+}
+
+void purge_thread_fork_child(void) {
+    atomic_store_explicit(&bg_state, BG_NONE, memory_order_relaxed);
+    atomic_store_explicit(&sleeping_long, false, memory_order_relaxed);
+    atomic_store_explicit(&start_failed_at, 0, memory_order_relaxed);
+}
+
+bool purge_thread_running(void) { return atomic_load_explicit(&bg_state, memory_order_acquire) == BG_RUNNING; }
+
+uint64_t purge_thread_passes(void) { return atomic_load_explicit(&passes, memory_order_relaxed); }
