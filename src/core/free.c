@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../large/large.h"
+#include "../prof/prof.h"
 #include "../storage/preload.h"
 
 static void free_foreign(void *p, const char *call);
@@ -120,7 +121,7 @@ static inline int foreign_put(heap_t *heap, page_t *page) {
     /* Not a block of a full page (in its owner's full queue): its owner is
      * not allocating from it, maybe asleep (Larson's main thread), and the
      * page can only go back to the OS once its blocks come home. */
-    if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0) return FOREIGN_NO;
+    if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0 || prof_active) return FOREIGN_NO;
     page_t *fp = heap_foreign_cache(heap, c);           /* (made on the first such free) */
     if (!fp) return FOREIGN_NO;
     uint32_t held = fp->capacity - fp->used;
@@ -245,6 +246,7 @@ STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, con
  * first (a push there, as a block of the classes is one here), with no
  * frame set up on the way; the rest to free_class_generic. */
 noinline void strata_free_generic(void *p, page_t *page, const char *call) {
+    if (unlikely(prof_active)) prof_free(p, page);   /* (the fast path leaves sampled pages' blocks here) */
     if (page == &page_foreign) {
         if (p) large_cache_free_else(p, call, free_not_class);   /* (free(NULL) ends here) */
         return;
