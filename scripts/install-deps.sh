@@ -34,6 +34,7 @@ need_bench=(
   "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2:libmimalloc2.0"
   "/usr/lib/python3/dist-packages/matplotlib/__init__.py:python3-matplotlib"
   "/usr/share/doc/python3-venv:python3-venv"
+  "heaptrack:heaptrack"
 )
 if [ "$what" = bench ]; then list=("${need_bench[@]}"); else list=("${need_test[@]}"); fi
 
@@ -72,6 +73,8 @@ if ! fuzzer_present; then
     echo "install-deps: no libclang-rt-${major:-?}-dev package for this clang: the fuzz tests will be skipped"
   fi
 fi
+# Google's pprof, which tests/prof reads the heap profiles with (.deps/bin).
+"$(dirname "$0")/install-pprof.sh" || true
 # tests/numa downloads a kernel package (apt-get download): it needs package lists.
 if ! compgen -G "/var/lib/apt/lists/*_Packages*" >/dev/null; then
   echo "install-deps: apt-get update (package lists, for the NUMA guest's kernel)"
