@@ -71,6 +71,12 @@ void prof_table_reset_after_fork(void);
 /* unwind.c */
 void prof_unwind_init(void);
 int prof_backtrace(uintptr_t *pcs, int max);
+/* unwind_cache.c: checked per-address rules (x86-64) */
+void prof_rules_init(void);
+bool prof_rules_learning(bool start);   /* start: true if this thread may learn now; false: done */
+void prof_rules_learn(uintptr_t pc, uintptr_t ctx_cfa, uintptr_t rbp);   /* each frame of a libgcc walk */
+void prof_rules_learn_last(bool ended);
+int prof_rules_walk(uintptr_t *pcs, int max, uintptr_t pc, uintptr_t rsp, uintptr_t rbp);
 
 /* mathx.c: no libm in the library. */
 double prof_ln(double x);                /* x > 0 */

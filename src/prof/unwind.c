@@ -15,6 +15,7 @@
 #include "prof_internal.h"
 
 #include <link.h>
+#include <string.h>
 #include <unwind.h>
 
 static uintptr_t self_lo, self_hi;   /* the library's text, when it is its own object */
@@ -22,25 +23,52 @@ static uintptr_t self_lo, self_hi;   /* the library's text, when it is its own o
 typedef struct {
     uintptr_t *pcs;
     int n, max;
-    bool in_self;
+    bool learn;
 } walk_t;
 
 static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg) {
     walk_t *w = arg;
     uintptr_t pc = (uintptr_t)_Unwind_GetIP(ctx);
     if (!pc) return _URC_END_OF_STACK;
-    if (w->in_self) {
-        if (pc >= self_lo && pc < self_hi) return _URC_NO_REASON;
-        w->in_self = false;
-    }
+    if (w->learn) prof_rules_learn(pc, (uintptr_t)_Unwind_GetCFA(ctx), (uintptr_t)_Unwind_GetGR(ctx, 6));
     w->pcs[w->n++] = pc;
     return w->n == w->max ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
 
+/* Drops the library's own frames from the top of the stack. */
+static int drop_self(uintptr_t *pcs, int n) {
+    int k = 0;
+    if (self_hi)
+        while (k < n && pcs[k] >= self_lo && pcs[k] < self_hi) k++;
+    if (k) memmove(pcs, pcs + k, (size_t)(n - k) * sizeof *pcs);
+    return n - k;
+}
+
+/* The fast walk when every address on the stack has a checked rule
+ * (unwind_cache.c), else libgcc's, which teaches the rules.  This function
+ * keeps a frame pointer so the walk knows its caller's registers. */
+#if defined(__x86_64__) && !defined(__clang__)
+#define FAST_WALK 1
+__attribute__((noinline, optimize("no-omit-frame-pointer")))
+#else
+__attribute__((noinline))
+#endif
 int prof_backtrace(uintptr_t *pcs, int max) {
-    walk_t w = {pcs, 0, max, self_hi != 0};
-    _Unwind_Backtrace(walk_frame, &w);
-    return w.n;
+    int n = -1;
+#if defined(FAST_WALK)
+    const uintptr_t *fp = __builtin_frame_address(0);
+    n = prof_rules_walk(pcs, max, fp[1], (uintptr_t)(fp + 2), fp[0]);
+#endif
+    if (n < 0) {
+        walk_t w = {pcs, 0, max, prof_rules_learning(true)};
+        _Unwind_Backtrace(walk_frame, &w);
+        if (w.learn) {
+            prof_rules_learn_last(w.n < max);   /* (an outermost rule is all it can confirm) */
+            prof_rules_learning(false);
+        }
+        n = w.n;
+    }
+    return drop_self(pcs, n);
 }
 
 typedef struct {
@@ -80,6 +108,7 @@ void prof_unwind_init(void) {
     dl_iterate_phdr(find_self, &f);
     self_lo = f.lo;
     self_hi = f.hi;
-    uintptr_t warm[8];
-    prof_backtrace(warm, 8);
+    prof_rules_init();
+    uintptr_t warm[PROF_MAX_DEPTH];
+    prof_backtrace(warm, PROF_MAX_DEPTH);
 }
