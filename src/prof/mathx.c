@@ -17,11 +17,10 @@ double prof_ln(double x) {
     v.u = (v.u & ((1ULL << 52) - 1)) | (1023ULL << 52);
     double m = v.d;
     if (m > 1.4142135623730951) { m *= 0.5; e++; }
-    double s = (m - 1) / (m + 1), s2 = s * s, t = s, sum = 0;
-    for (int k = 1; k <= 17; k += 2) {
-        sum += t / k;
-        t *= s2;
-    }
+    double s = (m - 1) / (m + 1), z = s * s;
+    /* s (1 + z/3 + z^2/5 + ... + z^8/17), by Horner with constant factors */
+    double sum = s * (1 + z * (1.0 / 3 + z * (1.0 / 5 + z * (1.0 / 7 + z * (1.0 / 9 + z * (1.0 / 11 + z * (1.0 / 13 +
+                 z * (1.0 / 15 + z * (1.0 / 17)))))))));
     return e * LN2 + 2 * sum;
 }
 

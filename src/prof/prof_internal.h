@@ -54,6 +54,8 @@ bool prof_trylock(void);
 
 /* Records a sample (lock held).  false if the tables had no room. */
 bool prof_table_add(const uintptr_t *pcs, int depth, uintptr_t addr, size_t size, double weight, uint64_t now_ms);
+/* Whether addr may have a sample: no lock (a hint; remove decides). */
+bool prof_table_has(uintptr_t addr);
 /* Removes addr's sample if it has one (lock held). */
 bool prof_table_remove(uintptr_t addr);
 /* Moves addr's sample to naddr with a new size (lock held). */

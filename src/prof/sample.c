@@ -32,6 +32,9 @@ bool prof_active;
 long prof_rate;
 static double rate_d;
 
+/* The sampling probability of a block of each class, 1 - e^(-size/rate). */
+static double class_q[CLASS_COUNT + 1];
+
 static STRATA_TLS bool in_prof;            /* this thread is recording (no nested sample) */
 static STRATA_TLS int64_t big_left;        /* large tier: bytes before the next sample */
 static STRATA_TLS bool big_drawn;
@@ -103,7 +106,7 @@ void prof_page_pop(page_t *page, void *p, size_t asked) {
     if (sample) page->prof_left = draw_blocks(bs);
     else page->prof_left -= served + 1;
     page->prof_mark = page->allocs;
-    if (sample && record(p, asked, prof_one_minus_exp_neg((double)bs / rate_d))) {
+    if (sample && record(p, asked, class_q[page->class_idx])) {
         atomic_fetch_add_explicit(&page->prof_live, 1, memory_order_relaxed);
         if (!(page_flags(page) & PAGE_SAMPLED)) page_flags_add(page, PAGE_SAMPLED);
     } else if ((page_flags(page) & PAGE_SAMPLED) && atomic_load_explicit(&page->prof_live, memory_order_relaxed) == 0) {
@@ -141,6 +144,7 @@ void prof_free(void *p, page_t *page) {
  * every free of the page down the generic path until the page's next
  * slow pop (a malloc(64)/free loop: 19 ns a pair became 35). */
 void prof_page_free(page_t *page, void *p) {
+    if (!prof_table_has((uintptr_t)p)) return;
     prof_lock();
     bool found = prof_table_remove((uintptr_t)p);
     prof_unlock();
@@ -150,6 +154,7 @@ void prof_page_free(page_t *page, void *p) {
 }
 
 void prof_big_free(void *p) {
+    if (!prof_table_has((uintptr_t)p)) return;
     prof_lock();
     prof_table_remove((uintptr_t)p);
     prof_unlock();
@@ -175,6 +180,7 @@ void prof_init(void) {
     if (prof_rate < 1) prof_rate = 1;
     rate_d = (double)prof_rate;
     prof_rand_seed((uint64_t)opt(STRATA_OPTION_PROF_SEED));
+    for (uint32_t c = 1; c <= CLASS_COUNT; c++) class_q[c] = prof_one_minus_exp_neg((double)class_size[c] / rate_d);
     prof_totals.start_ns = os_now_ns();
     in_prof = true;   /* the unwinder's first use (and whatever it sets up) is not a sample */
     prof_unwind_init();

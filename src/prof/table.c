@@ -157,34 +157,81 @@ void prof_table_each(prof_stack_fn *fn, void *arg) {
 }
 
 /* ---- Live samples ---------------------------------------------------------------- */
+/* Frees look for their block without the lock (most frees of a flagged page
+ * are of blocks that were not sampled): a sequence counter, odd while a
+ * writer changes the table, tells a reader to look again.  A table that
+ * grew is kept, never unmapped, so a reader still in it reads mapped memory. */
 typedef struct {
-    uintptr_t addr;       /* 0: empty */
+    uintptr_t addr;       /* 0: empty (written atomically: lock-free readers) */
     prof_stack_t *stack;
     double weight;        /* objects this sample stands for (1/q) */
     uint64_t size;        /* bytes asked */
 } live_t;
 
-static live_t *live;
-static size_t live_cap, live_count;
+typedef struct {
+    size_t cap;           /* power of two */
+    live_t e[];
+} live_tab_t;
 
-static size_t live_slot(uintptr_t a) { return os_mix64(a) & (live_cap - 1); }
+static _Atomic(live_tab_t *) live_tab;
+static live_t *live;      /* live_tab's entries and capacity, for the writers */
+static size_t live_cap, live_count;
+static _Atomic(uint64_t) live_seq;
+
+static void write_begin(void) {
+    atomic_store_explicit(&live_seq, atomic_load_explicit(&live_seq, memory_order_relaxed) + 1, memory_order_relaxed);
+#if !defined(__SANITIZE_THREAD__)
+    atomic_thread_fence(memory_order_release);
+#endif
+}
+static void write_end(void) {
+    atomic_store_explicit(&live_seq, atomic_load_explicit(&live_seq, memory_order_relaxed) + 1, memory_order_release);
+}
+static void set_addr(live_t *e, uintptr_t a) { __atomic_store_n(&e->addr, a, __ATOMIC_RELAXED); }
+
+static size_t slot_in(uintptr_t a, size_t cap) { return os_mix64(a) & (cap - 1); }
+static size_t live_slot(uintptr_t a) { return slot_in(a, live_cap); }
 
 static bool grow_live(void) {
     size_t ncap = live_cap ? live_cap * 2 : 4096;
-    live_t *n = prof_meta_alloc(ncap * sizeof *n);
+    live_tab_t *n = prof_meta_alloc(sizeof *n + ncap * sizeof(live_t));
     if (!n) return false;
-    live_t *old = live;
-    size_t ocap = live_cap;
-    live = n;
-    live_cap = ncap;
-    for (size_t i = 0; i < ocap; i++) {
-        if (!old[i].addr) continue;
-        size_t j = live_slot(old[i].addr);
-        while (live[j].addr) j = (j + 1) & (live_cap - 1);
-        live[j] = old[i];
+    n->cap = ncap;
+    for (size_t i = 0; i < live_cap; i++) {
+        if (!live[i].addr) continue;
+        size_t j = slot_in(live[i].addr, ncap);
+        while (n->e[j].addr) j = (j + 1) & (ncap - 1);
+        n->e[j] = live[i];
     }
-    prof_meta_free(old, ocap * sizeof *old);
+    live = n->e;
+    live_cap = ncap;
+    atomic_store_explicit(&live_tab, n, memory_order_release);   /* (the old one stays mapped) */
     return true;
+}
+
+bool prof_table_has(uintptr_t a) {
+#if defined(__SANITIZE_THREAD__)
+    (void)a;
+    return true;   /* (ThreadSanitizer has no fences: always the locked look) */
+#endif
+    for (;;) {
+        uint64_t s1 = atomic_load_explicit(&live_seq, memory_order_acquire);
+        if (s1 & 1) { sched_yield(); continue; }
+        live_tab_t *t = atomic_load_explicit(&live_tab, memory_order_acquire);
+        bool found = false;
+        if (t) {
+            size_t j = slot_in(a, t->cap);
+            for (size_t k = 0; k < t->cap; k++, j = (j + 1) & (t->cap - 1)) {
+                uintptr_t x = __atomic_load_n(&t->e[j].addr, __ATOMIC_RELAXED);
+                if (x == a) { found = true; break; }
+                if (!x) break;
+            }
+        }
+#if !defined(__SANITIZE_THREAD__)
+        atomic_thread_fence(memory_order_acquire);
+#endif
+        if (atomic_load_explicit(&live_seq, memory_order_relaxed) == s1) return found;
+    }
 }
 
 static live_t *live_find(uintptr_t a) {
@@ -203,12 +250,25 @@ static void live_erase(live_t *e) {
         size_t home = live_slot(live[j].addr);
         bool movable = i <= j ? (home <= i || home > j) : (home <= i && home > j);
         if (movable) {
-            live[i] = live[j];
+            live[i].stack = live[j].stack;
+            live[i].weight = live[j].weight;
+            live[i].size = live[j].size;
+            set_addr(&live[i], live[j].addr);
             i = j;
         }
     }
-    live[i].addr = 0;
+    set_addr(&live[i], 0);
     live_count--;
+}
+
+static void live_put(uintptr_t addr, prof_stack_t *s, double weight, uint64_t size) {
+    size_t j = live_slot(addr);
+    while (live[j].addr) j = (j + 1) & (live_cap - 1);
+    live[j].stack = s;
+    live[j].weight = weight;
+    live[j].size = size;
+    set_addr(&live[j], addr);
+    live_count++;
 }
 
 static void live_change(prof_stack_t *s, double objs, double bytes) {
@@ -225,47 +285,47 @@ static void live_change(prof_stack_t *s, double objs, double bytes) {
 }
 
 bool prof_table_add(const uintptr_t *pcs, int depth, uintptr_t addr, size_t size, double weight, uint64_t now_ms) {
-    if ((live_count + 1) * 2 > live_cap && !grow_live()) return false;
-    prof_stack_t *s = stack_get(pcs, depth);
-    if (!s) return false;
-    live_t *e = live_find(addr);
-    if (e) {   /* a sampled block freed without our seeing it (cannot happen): forget it */
-        live_change(e->stack, -e->weight, -(double)e->size * e->weight);
-        e->stack->live_samples--;
-        live_erase(e);
+    write_begin();
+    bool ok = false;
+    prof_stack_t *s;
+    if (((live_count + 1) * 2 <= live_cap || grow_live()) && (s = stack_get(pcs, depth)) != NULL) {
+        live_t *e = live_find(addr);
+        if (e) {   /* a sampled block freed without our seeing it (cannot happen): forget it */
+            live_change(e->stack, -e->weight, -(double)e->size * e->weight);
+            e->stack->live_samples--;
+            live_erase(e);
+        }
+        live_put(addr, s, weight, size);
+        s->alloc_objs += weight;
+        s->alloc_bytes += (double)size * weight;
+        if (s->live_samples++ == 0) s->oldest_ms = now_ms;
+        prof_totals.samples++;
+        live_change(s, weight, (double)size * weight);
+        ok = true;
     }
-    size_t j = live_slot(addr);
-    while (live[j].addr) j = (j + 1) & (live_cap - 1);
-    live[j] = (live_t){addr, s, weight, size};
-    live_count++;
-    s->alloc_objs += weight;
-    s->alloc_bytes += (double)size * weight;
-    if (s->live_samples++ == 0) s->oldest_ms = now_ms;
-    prof_totals.samples++;
-    live_change(s, weight, (double)size * weight);
-    return true;
+    write_end();
+    return ok;
 }
 
 bool prof_table_remove(uintptr_t addr) {
     live_t *e = live_find(addr);
     if (!e) return false;
+    write_begin();
     live_change(e->stack, -e->weight, -(double)e->size * e->weight);
     e->stack->live_samples--;
     live_erase(e);
     prof_totals.frees_matched++;
+    write_end();
     return true;
 }
 
 void prof_table_move(uintptr_t addr, uintptr_t naddr, size_t size) {
     live_t *e = live_find(addr);
     if (!e) return;
+    write_begin();
     live_t keep = *e;
     live_change(keep.stack, 0, ((double)size - (double)keep.size) * keep.weight);
     live_erase(e);
-    keep.addr = naddr;
-    keep.size = size;
-    size_t j = live_slot(naddr);
-    while (live[j].addr) j = (j + 1) & (live_cap - 1);
-    live[j] = keep;
-    live_count++;
+    live_put(naddr, keep.stack, keep.weight, size);
+    write_end();
 }

@@ -44,7 +44,7 @@ void prof_rules_init(void) { rules = prof_meta_alloc(RULES * sizeof *rules); }
 
 static rule_t *rule_slot(uintptr_t pc, bool claim) {
     if (!rules) return NULL;
-    size_t j = os_mix64(pc) & (RULES - 1);
+    size_t j = (size_t)((pc * 0x9e3779b97f4a7c15ULL) >> 52) & (RULES - 1);   /* (Fibonacci hashing: one multiply) */
     for (int probe = 0; probe < 32; probe++, j = (j + 1) & (RULES - 1)) {
         uintptr_t cur = atomic_load_explicit(&rules[j].pc, memory_order_acquire);
         if (cur == pc) return &rules[j];
