@@ -75,30 +75,73 @@ static void rd_repeated(rd_t *r, int wire, uint64_t val, rd_t *sub, uint64_t **a
     if (sub->err) r->err = sub->err;
 }
 
-static void rd_sample(rd_t *r, profile_t *pf) {
-    pf_sample_t s = {0};
-    int wire;
-    uint64_t v;
+/* Calls on() for each field of the message r; an error in a sub-message
+ * (on sets sub->err) stops the reading and is r's. */
+typedef void field_fn(int f, int wire, uint64_t v, rd_t *sub, void *obj);
+static void rd_message(rd_t *r, field_fn *on, void *obj) {
+    int wire = 0;
+    uint64_t v = 0;
     rd_t sub;
-    while (r->p < r->end) {
+    while (r->p < r->end && !r->err) {
+        sub.err = NULL;
         int f = rd_field(r, &wire, &v, &sub);
         if (f < 0) return;
-        if (f == 1) rd_repeated(r, wire, v, &sub, &s.locs, &s.nlocs);
-        else if (f == 2) rd_repeated(r, wire, v, &sub, (uint64_t **)&s.values, &s.nvalues);
+        on(f, wire, v, &sub, obj);
+        if (sub.err) r->err = sub.err;
     }
+}
+
+static void on_sample(int f, int wire, uint64_t v, rd_t *sub, void *obj) {
+    pf_sample_t *s = obj;
+    if (f == 1) rd_repeated(sub, wire, v, sub, &s->locs, &s->nlocs);
+    else if (f == 2) rd_repeated(sub, wire, v, sub, (uint64_t **)&s->values, &s->nvalues);
+}
+
+static void on_value_type(int f, int wire, uint64_t v, rd_t *sub, void *obj) {
+    (void)sub;
+    if ((f == 1 || f == 2) && wire == 0) ((int64_t *)obj)[f - 1] = (int64_t)v;
+}
+
+static void on_mapping(int f, int wire, uint64_t v, rd_t *sub, void *obj) {
+    (void)sub;
+    pf_mapping_t *m = obj;
+    if (wire != 0) return;
+    if (f == 1) m->id = v;
+    else if (f == 2) m->start = v;
+    else if (f == 3) m->limit = v;
+    else if (f == 4) m->offset = v;
+    else if (f == 5) m->filename = (int64_t)v;
+}
+
+static void on_line(int f, int wire, uint64_t v, rd_t *sub, void *obj) {
+    (void)sub;
+    if (f == 1 && wire == 0 && !*(int64_t *)obj) *(int64_t *)obj = (int64_t)v;   /* Line.function_id */
+}
+
+static void on_location(int f, int wire, uint64_t v, rd_t *sub, void *obj) {
+    pf_location_t *l = obj;
+    if (f == 1 && wire == 0) l->id = v;
+    else if (f == 2 && wire == 0) l->mapping = v;
+    else if (f == 3 && wire == 0) l->address = v;
+    else if (f == 4 && wire == 2) rd_message(sub, on_line, &l->function);
+}
+
+static void on_function(int f, int wire, uint64_t v, rd_t *sub, void *obj) {
+    (void)sub;
+    pf_function_t *fn = obj;
+    if (f == 1 && wire == 0) fn->id = v;
+    else if (f == 2 && wire == 0) fn->name = (int64_t)v;
+}
+
+static void rd_sample(rd_t *r, profile_t *pf) {
+    pf_sample_t s = {0};
+    rd_message(r, on_sample, &s);
     PUSH(pf->samples, pf->nsamples, s);
 }
 
 static void rd_value_type(rd_t *r, profile_t *pf) {
     int64_t t[2] = {0, 0};
-    int wire;
-    uint64_t v;
-    rd_t sub;
-    while (r->p < r->end) {
-        int f = rd_field(r, &wire, &v, &sub);
-        if (f < 0) return;
-        if ((f == 1 || f == 2) && wire == 0) t[f - 1] = (int64_t)v;
-    }
+    rd_message(r, on_value_type, t);
     pf->types = realloc(pf->types, (pf->ntypes + 1) * sizeof *pf->types);
     if (!pf->types) exit(1);
     pf->types[pf->ntypes][0] = t[0];
@@ -108,58 +151,19 @@ static void rd_value_type(rd_t *r, profile_t *pf) {
 
 static void rd_mapping(rd_t *r, profile_t *pf) {
     pf_mapping_t m = {0};
-    int wire;
-    uint64_t v;
-    rd_t sub;
-    while (r->p < r->end) {
-        int f = rd_field(r, &wire, &v, &sub);
-        if (f < 0) return;
-        if (wire != 0) continue;
-        if (f == 1) m.id = v;
-        else if (f == 2) m.start = v;
-        else if (f == 3) m.limit = v;
-        else if (f == 4) m.offset = v;
-        else if (f == 5) m.filename = (int64_t)v;
-    }
+    rd_message(r, on_mapping, &m);
     PUSH(pf->mappings, pf->nmappings, m);
 }
 
 static void rd_location(rd_t *r, profile_t *pf) {
     pf_location_t l = {0};
-    int wire;
-    uint64_t v;
-    rd_t sub;
-    while (r->p < r->end) {
-        int f = rd_field(r, &wire, &v, &sub);
-        if (f < 0) return;
-        if (f == 1 && wire == 0) l.id = v;
-        else if (f == 2 && wire == 0) l.mapping = v;
-        else if (f == 3 && wire == 0) l.address = v;
-        else if (f == 4 && wire == 2 && !l.function) {   /* Line: function_id = 1 */
-            int w2;
-            uint64_t v2;
-            rd_t s2;
-            while (sub.p < sub.end) {
-                int f2 = rd_field(&sub, &w2, &v2, &s2);
-                if (f2 < 0) { r->err = sub.err; return; }
-                if (f2 == 1 && w2 == 0) l.function = (int64_t)v2;
-            }
-        }
-    }
+    rd_message(r, on_location, &l);
     PUSH(pf->locations, pf->nlocations, l);
 }
 
 static void rd_function(rd_t *r, profile_t *pf) {
     pf_function_t fn = {0};
-    int wire;
-    uint64_t v;
-    rd_t sub;
-    while (r->p < r->end) {
-        int f = rd_field(r, &wire, &v, &sub);
-        if (f < 0) return;
-        if (f == 1 && wire == 0) fn.id = v;
-        else if (f == 2 && wire == 0) fn.name = (int64_t)v;
-    }
+    rd_message(r, on_function, &fn);
     PUSH(pf->functions, pf->nfunctions, fn);
 }
 
