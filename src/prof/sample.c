@@ -135,6 +135,10 @@ void prof_free(void *p, page_t *page) {
     if (page == &page_foreign) {
         if (p) prof_big_free(p);
     } else if (page_flags(page) & PAGE_SAMPLED) {
+        /* An aligned pointer may be inside its block: the sample is the block's start. */
+        if ((page_flags(page) & PAGE_ALIGNED) && (uint8_t *)p >= page->start &&
+            (uintptr_t)p - (uintptr_t)page->start < page->span)
+            p = page_block_start(page, p);
         prof_page_free(page, p);
     }
 }
