@@ -32,6 +32,11 @@ SITE(site_thread)
 SITE(site_child)
 SITE(site_fill)
 SITE(site_rank)
+__attribute__((noinline)) static void *site_aligned(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, n) != 0) exit(1);
+    return p;
+}
 __attribute__((noinline)) static void *site_calloc(size_t n) {
     void *p = calloc(1, n);
     __asm__ volatile("" ::: "memory");
@@ -77,6 +82,9 @@ static int mode_accuracy(void) {
     pthread_create(&t, NULL, thread_fill, &thr);
     pthread_join(t, NULL);
     for (size_t i = 0; i < thr.n; i += 2) free(thr.v[i]);   /* half: 8 MB left */
+    vec_t al;
+    fill(&al, site_aligned, 2000, 5000);         /* 16 MB (8 KiB each): pointers inside their blocks */
+    for (size_t i = 0; i < al.n; i += 2) free(al.v[i]);
     const char *F = "exit";
     expect("mid", "inuse_space", "site_small", 9.6e6);
     expect("mid", "inuse_space", "site_medium", 24e6);
@@ -91,12 +99,14 @@ static int mode_accuracy(void) {
     expect(F, "inuse_space", "site_churn", 0);
     expect(F, "inuse_objects", "site_small", 400000);
     expect(F, "inuse_objects", "site_medium", 8000);
+    expect(F, "inuse_objects", "site_aligned", 1000);   /* (bytes: counted rounded up to the alignment) */
+    expect(F, "alloc_objects", "site_aligned", 2000);
     expect(F, "alloc_space", "site_churn", 400e6);
     expect(F, "alloc_space", "site_peak", 80e6);
     expect(F, "alloc_space", "site_thread", 16e6);
     expect(F, "alloc_objects", "site_churn", 2e6);
     /* The peak: small + medium + peak live (113.6 MB) beat the rest (at
-     * most 97.6 MB, when the thread's 16 MB were all live). */
+     * most 106 MB, with the aligned blocks all live). */
     expect(F, "peak_space", "site_peak", 80e6);
     expect(F, "peak_space", "site_small", 9.6e6);
     expect(F, "peak_space", "site_medium", 24e6);
