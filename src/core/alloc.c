@@ -28,11 +28,17 @@ static inline void *page_pop(heap_t *heap, page_t *page, size_t size, bool zero)
 }
 
 /* A pop off the fast path, which the heap profiler sees (src/prof/sample.c:
- * it samples here and cuts the list the fast path pops next). */
-static inline void *page_pop_slow(heap_t *heap, page_t *page, size_t size, bool zero) {
+ * it samples here and cuts the list the fast path pops next).  Out of line
+ * and reached by a tail call, so the refill path keeps no frame when the
+ * profiler is off (a frame was a third of that path). */
+static noinline void *page_pop_profiled(heap_t *heap, page_t *page, size_t size, bool zero) {
     void *p = page_pop(heap, page, size, zero);
-    if (unlikely(prof_active)) prof_page_pop(page, p, size);
+    prof_page_pop(page, p, size);
     return p;
+}
+static inline void *page_pop_slow(heap_t *heap, page_t *page, size_t size, bool zero) {
+    if (unlikely(prof_active)) return page_pop_profiled(heap, page, size, zero);
+    return page_pop(heap, page, size, zero);
 }
 
 /* A block from no size-class page, which the heap profiler counts. */

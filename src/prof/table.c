@@ -189,7 +189,10 @@ static void write_end(void) {
 }
 static void set_addr(live_t *e, uintptr_t a) { __atomic_store_n(&e->addr, a, __ATOMIC_RELAXED); }
 
-static size_t slot_in(uintptr_t a, size_t cap) { return os_mix64(a) & (cap - 1); }
+/* Fibonacci hashing: one multiply, the top bits (cap is a power of two). */
+static size_t slot_in(uintptr_t a, size_t cap) {
+    return (size_t)(((uint64_t)a * 0x9e3779b97f4a7c15ULL) >> (64 - __builtin_ctzll((unsigned long long)cap)));
+}
 static size_t live_slot(uintptr_t a) { return slot_in(a, live_cap); }
 
 static bool grow_live(void) {
