@@ -214,9 +214,7 @@ static int write_text(int fd, bool symbols) {
     return 0;
 }
 
-int prof_write_text(int fd) { return write_text(fd, true); }
-
-static int dump_locked(const char *path, bool text) {
+static int dump_locked(const char *path, int text) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return errno;
     int rc = prof_write_pprof(fd) == 0 ? 0 : EIO;
@@ -226,13 +224,13 @@ static int dump_locked(const char *path, bool text) {
         text_path(tp, sizeof tp, path);
         fd = open(tp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) return errno;
-        write_text(fd, true);
+        write_text(fd, text == PROF_TEXT_NAMED);
         close(fd);
     }
     return rc;
 }
 
-int prof_dump_to(const char *path, bool text) {
+int prof_dump_to(const char *path, int text) {
     char def[4096];
     if (!path) {
         char what[16];
@@ -249,7 +247,7 @@ int prof_dump_to(const char *path, bool text) {
 
 STRATA_API int strata_prof_dump(const char *path) {
     if (!prof_active) return ENOTSUP;
-    return prof_dump_to(path, true);
+    return prof_dump_to(path, PROF_TEXT_NAMED);
 }
 
 /* ---- Signal ----------------------------------------------------------------------- */
@@ -258,7 +256,7 @@ static void on_signal(int sig) {
     int saved = errno;
     /* Not while this thread is in the tables (it dumps when it leaves). */
     if (prof_lock_held_here()) atomic_store(&dump_pending, 1);
-    else prof_dump_to(NULL, false);   /* (no text: dladdr takes the loader's lock) */
+    else prof_dump_to(NULL, PROF_TEXT_NONE);   /* (no text: dladdr takes the loader's lock) */
     errno = saved;
 }
 
@@ -273,12 +271,15 @@ static bool near_limit(void) {
 }
 
 void prof_after_sample(void) {
-    if (atomic_exchange(&dump_pending, 0)) prof_dump_to(NULL, false);
+    if (atomic_exchange(&dump_pending, 0)) prof_dump_to(NULL, PROF_TEXT_NONE);
     if (oom_share <= 0 || atomic_load_explicit(&oom_written, memory_order_relaxed) || !near_limit()) return;
     if (atomic_exchange(&oom_written, true)) return;
     char path[4096];
     default_path(path, sizeof path, "oom");
-    int rc = prof_dump_to(path, true);
+    /* Inside malloc, maybe while another thread holds the loader's lock and
+     * waits for the profiler's: no dladdr (addresses only; pprof and
+     * strata-prof name them). */
+    int rc = prof_dump_to(path, PROF_TEXT_PLAIN);
     if (rc == 0) strata_message("strata: memory near its limit: heap profile written to %s\n", path);
     else strata_message("strata: memory near its limit: cannot write heap profile %s (errno %d)\n", path, rc);
 }
@@ -287,7 +288,7 @@ static void at_exit(void) {
     if (!prof_active) return;
     char path[4096];
     default_path(path, sizeof path, NULL);
-    int rc = prof_dump_to(path, true);
+    int rc = prof_dump_to(path, PROF_TEXT_NAMED);
     if (rc != 0) strata_message("strata: cannot write heap profile %s (errno %d)\n", path, rc);
 }
 

@@ -89,9 +89,10 @@ double prof_exp_draw(double mean);       /* exponential, mean given */
 
 /* pprof.c: the profile as pprof's gzip-compressed protobuf into fd. */
 int prof_write_pprof(int fd);
-/* output.c */
-int prof_write_text(int fd);
-int prof_dump_to(const char *path, bool text);
+/* output.c: writes the profile (lock taken here) and its text report:
+ * none, with addresses, or with dladdr's names beside them. */
+enum { PROF_TEXT_NONE, PROF_TEXT_PLAIN, PROF_TEXT_NAMED };
+int prof_dump_to(const char *path, int text);
 extern long prof_rate;
 
 #endif
