@@ -48,9 +48,7 @@ find_package(Threads REQUIRED)
 add_library(strata SHARED $<TARGET_OBJECTS:strata_obj>)
 target_include_directories(strata PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
                                          $<INSTALL_INTERFACE:include>)
-# -static-libgcc: the heap profiler's unwinder (libgcc_eh) inside, hidden, so
-# the library needs no libgcc_s at run time (src/prof/unwind.c).
-target_link_libraries(strata PRIVATE Threads::Threads ${CMAKE_DL_LIBS} -static-libgcc -Wl,--exclude-libs,libgcc_eh.a)
+target_link_libraries(strata PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 target_link_options(strata PRIVATE -Wl,-Bsymbolic-functions -Wl,-z,now)
 set_target_properties(strata PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0)
 
@@ -104,7 +102,7 @@ target_compile_definitions(strata_secure PRIVATE STRATA_SECURE=1)
 target_include_directories(strata_secure PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
                                                 $<INSTALL_INTERFACE:include>)
 target_compile_options(strata_secure PRIVATE ${STRATA_COMMON_FLAGS})
-target_link_libraries(strata_secure PRIVATE Threads::Threads ${CMAKE_DL_LIBS} -static-libgcc -Wl,--exclude-libs,libgcc_eh.a)
+target_link_libraries(strata_secure PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 target_link_options(strata_secure PRIVATE -Wl,-Bsymbolic-functions -Wl,-z,now)
 set_target_properties(strata_secure PROPERTIES OUTPUT_NAME strata-secure VERSION ${PROJECT_VERSION} SOVERSION 0)
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../large/large.h"
-#include "../prof/prof.h"
+#include "prof_sample.h"
 #include "../storage/preload.h"
 #include "../stats/stats.h"
 

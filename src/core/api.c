@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../large/large.h"
-#include "../prof/prof.h"
+#include "prof_sample.h"
 #include "../storage/preload.h"
 
 void *strata_calloc(size_t count, size_t size) {

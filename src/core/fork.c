@@ -13,7 +13,7 @@
 
 #include "internal.h"
 #include "../large/large.h"
-#include "../prof/prof.h"
+#include "prof_sample.h"
 
 static void prepare(void) {
     segment_fork_prepare();

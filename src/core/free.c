@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "../large/large.h"
-#include "../prof/prof.h"
+#include "prof_sample.h"
 #include "../storage/preload.h"
 
 static void free_foreign(void *p, const char *call);

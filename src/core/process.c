@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "../large/large.h"
-#include "../prof/prof.h"
+#include "prof_sample.h"
 #include "../stats/stats.h"
 #include "../storage/preload.h"
 
@@ -70,5 +70,5 @@ __attribute__((constructor(101))) static void strata_constructor(void) {
     if (!atomic_load_explicit(&strata_ready, memory_order_acquire)) strata_process_init();
     heap_get_or_init();     /* the main thread's heap, so its frees are local */
     atexit(at_exit);
-    prof_init();            /* STRATA_PROF: here, where libc is ready (atexit, the unwinder's set-up) */
+    prof_start();           /* STRATA_PROF: here, where libc is ready (atexit, loading the unwinder) */
 }

@@ -5,7 +5,6 @@
  */
 #include "prof_internal.h"
 
-#include "../core/internal.h"
 
 static const double LN2 = 0.69314718055994530942;
 
@@ -47,7 +46,7 @@ double prof_one_minus_exp_neg(double x) {
     return sum;
 }
 
-static STRATA_TLS uint64_t rng_state;
+static PROF_TLS uint64_t rng_state;
 static _Atomic(uint64_t) rng_threads;
 static uint64_t rng_seed;
 
@@ -58,7 +57,7 @@ void prof_rand_seed(uint64_t seed) { rng_seed = seed; }
  * whose threads start in a fixed order). */
 uint64_t prof_rand(void) {
     uint64_t x = rng_state;
-    if (unlikely(x == 0)) {
+    if (prof_unlikely(x == 0)) {
         uint64_t n = atomic_fetch_add_explicit(&rng_threads, 1, memory_order_relaxed);
         x = os_mix64((rng_seed ? rng_seed : os_random_u64()) + n * 0x9e3779b97f4a7c15ULL) | 1;
     }
@@ -67,9 +66,4 @@ uint64_t prof_rand(void) {
     x ^= x >> 27;
     rng_state = x;
     return x * 0x2545f4914f6cdd1dULL;
-}
-
-double prof_exp_draw(double mean) {
-    double u = ((prof_rand() >> 11) + 1) * (1.0 / 9007199254740992.0);   /* (0, 1] */
-    return -mean * prof_ln(u);
 }

@@ -19,7 +19,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/internal.h"
 
 extern char **environ;
 

@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/internal.h"
 
 /* ---- A growable byte buffer in OS memory ------------------------------------ */
 typedef struct {

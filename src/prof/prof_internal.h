@@ -10,7 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../os/os.h"
+#include "../options/options.h"
 #include "prof.h"
+
+#define prof_unlikely(x) __builtin_expect(!!(x), 0)
+#if defined(STRATA_NO_OVERRIDE)
+#define PROF_TLS __thread
+#else
+#define PROF_TLS __thread __attribute__((tls_model("initial-exec")))
+#endif
 
 #define PROF_MAX_DEPTH 64
 
@@ -70,8 +79,8 @@ void *prof_meta_alloc(size_t size);
 void prof_meta_free(void *p, size_t size);
 void prof_table_reset_after_fork(void);
 
-/* unwind.c */
-void prof_unwind_init(void);
+/* unwind.c (false: no unwinder could be loaded) */
+bool prof_unwind_init(void);
 int prof_backtrace(uintptr_t *pcs, int max);
 /* unwind_cache.c: checked per-address rules (x86-64) */
 void prof_rules_init(void);
@@ -82,10 +91,8 @@ int prof_rules_walk(uintptr_t *pcs, int max, uintptr_t pc, uintptr_t rsp, uintpt
 
 /* mathx.c: no libm in the library. */
 double prof_ln(double x);                /* x > 0 */
-double prof_one_minus_exp_neg(double x); /* 1 - e^-x, x >= 0, accurate for small x */
 uint64_t prof_rand(void);                /* per thread */
 void prof_rand_seed(uint64_t seed);
-double prof_exp_draw(double mean);       /* exponential, mean given */
 
 /* pprof.c: the profile as pprof's gzip-compressed protobuf into fd. */
 int prof_write_pprof(int fd);
@@ -94,5 +101,7 @@ int prof_write_pprof(int fd);
 enum { PROF_TEXT_NONE, PROF_TEXT_PLAIN, PROF_TEXT_NAMED };
 int prof_dump_to(const char *path, int text);
 extern long prof_rate;
+void prof_after_sample(void);   /* output.c: OOM snapshot, a deferred signal dump */
+void prof_output_init(void);
 
 #endif

@@ -11,14 +11,13 @@
 #include <sched.h>
 #include <string.h>
 
-#include "../core/internal.h"
 
 prof_totals_t prof_totals;
 
 /* ---- Lock ---------------------------------------------------------------- */
 static _Atomic(int) lock_owner;   /* kernel thread id, 0 = free */
 
-static STRATA_TLS int tid_cached;
+static PROF_TLS int tid_cached;
 
 static int self_tid(void) {
     if (!tid_cached) tid_cached = os_thread_id();

@@ -2,7 +2,7 @@
  * address, the one rule libgcc's DWARF interpreter would derive for it:
  * the frame's CFA as rsp or rbp plus an offset, the return address at
  * CFA - 8, and where (if anywhere) the caller's rbp was saved.  A rule is
- * parsed from the address's FDE (.eh_frame, found by libgcc's
+ * parsed from the address's FDE (.eh_frame, found by libgcc_s's
  * _Unwind_Find_FDE) and used only after a full libgcc unwind went through
  * that address and agreed with it (the same CFA, the same caller's rbp):
  * a rule the parser does not understand (expressions, realigned stacks,
@@ -16,14 +16,13 @@
 #include <string.h>
 #include <unwind.h>
 
-#include "../core/internal.h"
 
 #if defined(__x86_64__)
 
 struct dwarf_eh_bases {
     void *tbase, *dbase, *func;
 };
-extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases);
+extern const void *(*prof_find_fde)(void *pc, void *bases);   /* libgcc_s's _Unwind_Find_FDE (unwind.c) */
 
 enum { R_EMPTY, R_CANDIDATE, R_VALID, R_BAD };
 enum { REG_RBP = 6, REG_RSP = 7, REG_RA = 16 };
@@ -203,7 +202,8 @@ static bool run_cfa(rd_t *r, uintptr_t loc, uintptr_t pc, uint64_t code_align, i
  * fast walk can follow. */
 static bool parse_rule(uintptr_t pc, rule_t *out) {
     struct dwarf_eh_bases bases;
-    const uint8_t *fde = _Unwind_Find_FDE((void *)(pc - 1), &bases);
+    if (!prof_find_fde) return false;
+    const uint8_t *fde = prof_find_fde((void *)(pc - 1), &bases);
     if (!fde) return false;
     uint32_t flen;
     memcpy(&flen, fde, 4);
