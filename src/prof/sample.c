@@ -54,7 +54,11 @@ double prof_draw(void) {
  * are the parent's), taken whole under the lock. */
 void prof_fork_prepare(void) { if (prof_active) prof_lock(); }
 void prof_fork_parent(void) { if (prof_active) prof_unlock(); }
-void prof_fork_child(void) { if (prof_active) prof_table_reset_after_fork(); }
+void prof_fork_child(void) {
+    if (!prof_active) return;
+    prof_table_reset_after_fork();
+    prof_rules_learning(false);   /* (a thread that was learning is gone) */
+}
 
 bool prof_init(void) {
     if (!opt(STRATA_OPTION_PROF)) return false;
