@@ -73,7 +73,9 @@ test-cluster: deps-cluster deps-test
 # make has no child to wait for.
 bench: deps-bench
 	@$(MAKE) --no-print-directory reconfigure bench-programs
-	@exec bench/run-bench --build $(BUILD) $(full_flag) $(BENCH_ARGS)
+	@bench/run-bench --build $(BUILD) $(full_flag) $(BENCH_ARGS)
+	@# The heap profiler's cost, beside heaptrack's (standalone: bench/prof/run-prof-bench).
+	@bench/prof/run-prof-bench --build $(BUILD) --runs 3 --out $${BENCH_RUNS_DIR:-bench/runs}/latest/prof-overhead.md
 
 bench-record: deps-bench
 	@$(MAKE) --no-print-directory reconfigure bench-programs

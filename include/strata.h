@@ -128,6 +128,11 @@ typedef enum strata_option_e {
     STRATA_OPTION_SB_READAHEAD,     /* runs read ahead of a sequential stream (0: no stream detection) */
     STRATA_OPTION_SB_SPLIT,         /* 0|1: a random aggressive fault waits for its own page only (default 1) */
     STRATA_OPTION_BACKGROUND_PURGE, /* 0|1: a background thread purges what sleeping threads freed (default 1) */
+    STRATA_OPTION_PROF,             /* 0|1: sampling heap profiler (read at start; docs/profiling.md) */
+    STRATA_OPTION_PROF_RATE,        /* bytes: mean bytes allocated between two samples */
+    STRATA_OPTION_PROF_SEED,        /* the sampling's random seed (0: random) */
+    STRATA_OPTION_PROF_SIGNAL,      /* signal number that writes a profile (0: none) */
+    STRATA_OPTION_PROF_OOM_SHARE,   /* % of the memory limit at which a profile is written once (0: never) */
     STRATA_OPTION_COUNT
 } strata_option_t;
 
@@ -144,6 +149,12 @@ STRATA_API int strata_option_set(strata_option_t option, long value);
 STRATA_API int strata_option_set_str(const char *name, const char *value);
 /* The name without prefix ("PURGE_DELAY_MS"), or NULL. */
 STRATA_API const char *strata_option_name(strata_option_t option);
+
+/* Heap profiler (STRATA_PROF=1): writes the profile now, to path (pprof's
+ * gzip protobuf; a text report beside it, .pb.gz replaced by .txt), or to
+ * the default name when path is NULL.  0, ENOTSUP when profiling is off,
+ * or the errno of the failed write. */
+STRATA_API int strata_prof_dump(const char *path);
 
 /* ---- Arenas: best-fit management of any address range --------------------
  * (the large-object tier's engine, usable on its own) */

@@ -47,6 +47,8 @@ need_bench=(
   # mimalloc 3 and snmalloc (scripts/install-peers.sh): pip downloads one,
   # cargo fetches the other's sources, built with CMake and g++
   "cargo:cargo"
+  # the heap profiler's benchmark compares with heaptrack
+  "heaptrack:heaptrack"
 )
 case $what in
   bench) list=("${need_bench[@]}") ;;
@@ -90,6 +92,8 @@ if ! fuzzer_present; then
     echo "install-deps: no libclang-rt-${major:-?}-dev package for this clang: the fuzz tests will be skipped"
   fi
 fi
+# Google's pprof, which tests/prof reads the heap profiles with (.deps/bin).
+"$(dirname "$0")/install-pprof.sh" || true
 # tests/numa downloads a kernel package (apt-get download): it needs package lists.
 if ! compgen -G "/var/lib/apt/lists/*_Packages*" >/dev/null; then
   echo "install-deps: apt-get update (package lists, for the NUMA guest's kernel)"

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../large/large.h"
+#include "prof_sample.h"
 #include "../storage/preload.h"
 #include "../stats/stats.h"
 
@@ -24,6 +25,26 @@ static inline void *page_pop(heap_t *heap, page_t *page, size_t size, bool zero)
     page->used++;
     page->allocs++;                /* statistics: folded into the heap later */
     return b;
+}
+
+/* A pop off the fast path, which the heap profiler sees (src/prof/sample.c:
+ * it samples here and cuts the list the fast path pops next).  Out of line
+ * and reached by a tail call, so the refill path keeps no frame when the
+ * profiler is off (a frame was a third of that path). */
+static noinline void *page_pop_profiled(heap_t *heap, page_t *page, size_t size, bool zero) {
+    void *p = page_pop(heap, page, size, zero);
+    prof_page_pop(page, p, size);
+    return p;
+}
+static inline void *page_pop_slow(heap_t *heap, page_t *page, size_t size, bool zero) {
+    if (unlikely(prof_active)) return page_pop_profiled(heap, page, size, zero);
+    return page_pop(heap, page, size, zero);
+}
+
+/* A block from no size-class page, which the heap profiler counts. */
+static inline void *big_noted(void *p, size_t size) {
+    if (unlikely(prof_active)) prof_big_alloc(p, size);
+    return p;
 }
 
 static inline void *malloc_large(size_t size);
@@ -90,7 +111,13 @@ static noinline void *malloc_large_miss(size_t size) {
  * as free() tries it first; else (nothing cached, or the cache says no to
  * keep the clocks running) malloc_large_miss.  A tail call both ways, so
  * a cached pair keeps no frame on either side. */
-static inline void *malloc_large(size_t size) { return large_cache_alloc_else(size, malloc_large_miss); }
+static noinline void *malloc_large_profiled(size_t size) {
+    return big_noted(large_cache_alloc_else(size, malloc_large_miss), size);
+}
+static inline void *malloc_large(size_t size) {
+    if (unlikely(prof_active)) return malloc_large_profiled(size);
+    return large_cache_alloc_else(size, malloc_large_miss);
+}
 
 /* Quick refills between two page searches: REFILL_SEARCH_EVERY - 1 in a row
  * at most, so the housekeeping, the statistics' fold and the collection of
@@ -131,7 +158,7 @@ static inline void *malloc_unrefilled(heap_t *heap, size_t size, bool zero) {
 
 /* malloc's fast path missed on page (page->free is NULL): no lookup again. */
 static noinline void *malloc_refill(heap_t *heap, size_t size, page_t *page) {
-    if (page_refill(heap, page)) return page_pop(heap, page, size, false);
+    if (page_refill(heap, page)) return page_pop_slow(heap, page, size, false);
     return malloc_unrefilled(heap, size, false);
 }
 
@@ -140,7 +167,7 @@ static noinline void *malloc_refill(heap_t *heap, size_t size, page_t *page) {
 noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     if (likely(!zero) && likely(size <= CLASS_MAX_SIZE)) {
         page_t *page = size <= DIRECT_MAX ? heap->direct[(size + 7) >> 3] : heap->class_page[class_of(size)];
-        if (page_refill(heap, page)) return page_pop(heap, page, size, false);
+        if (page_refill(heap, page)) return page_pop_slow(heap, page, size, false);
     }
     return malloc_unrefilled(heap, size, zero);
 }
@@ -151,12 +178,13 @@ static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero) 
         if (!heap) { errno = ENOMEM; return NULL; }
     }
     if (unlikely((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD) || size > CLASS_MAX_SIZE)) {
-        return zero ? large_uncached(heap, size, true) : malloc_large(size);
+        return zero ? big_noted(large_uncached(heap, size, true), size) : malloc_large(size);
     }
     size_t asked = size;
     if (unlikely(strata_check_mode)) {
         size += CANARY_ROOM;
-        if (size > CLASS_MAX_SIZE || (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) return big_alloc(heap, asked, 16, zero);
+        if (size > CLASS_MAX_SIZE || (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD))
+            return big_noted(big_alloc(heap, asked, 16, zero), asked);
     }
     heap_collect_delayed(heap);
     uint32_t cls = class_of(size);
@@ -176,7 +204,7 @@ static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero) 
         if (!page) return big_alloc(heap, asked, 16, zero);
         heap_direct_update(heap, cls);
     }
-    void *p = page_pop(heap, page, asked, zero);
+    void *p = page_pop_slow(heap, page, asked, zero);
     if (zero) memset(p, 0, page->block_size);
     if (unlikely(page_flags(page) & PAGE_CHECK)) {
         if (!segment_check_toggle_free(segment_of(p), p, false)) {
@@ -220,7 +248,7 @@ void *strata_malloc_aligned(size_t size, size_t align, bool zero) {
         return a;
     }
     if (unlikely(tls_heap == &heap_empty) && !heap_get_or_init()) { errno = ENOMEM; return NULL; }
-    return big_alloc(tls_heap, size, align, zero);
+    return big_noted(big_alloc(tls_heap, size, align, zero), size);
 }
 
 STRATA_ALIAS(void *, malloc, (size_t size), strata_malloc);

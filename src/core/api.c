@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../large/large.h"
+#include "prof_sample.h"
 #include "../storage/preload.h"
 
 void *strata_calloc(size_t count, size_t size) {
@@ -48,8 +49,8 @@ static void *realloc_impl(void *p, size_t size) {
             return p;
     } else if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) {
         void *q = large_resize_in_place(p, size);
-        if (q) return q;
-        q = large_realloc_move(p, size);
+        if (!q) q = large_realloc_move(p, size);
+        if (q && prof_active) prof_moved(p, q, size);
         if (q) return q;
     }
     void *q = strata_malloc(size);

@@ -13,20 +13,24 @@
 
 #include "internal.h"
 #include "../large/large.h"
+#include "prof_sample.h"
 
 static void prepare(void) {
     segment_fork_prepare();
     heap_fork_prepare();
     large_fork_prepare();
+    prof_fork_prepare();
 }
 
 static void parent(void) {
+    prof_fork_parent();
     large_fork_parent();
     heap_fork_parent();
     segment_fork_parent();
 }
 
 static void child(void) {
+    prof_fork_child();
     large_fork_child();
     segment_fork_child();
     heap_fork_child();

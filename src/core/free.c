@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../large/large.h"
+#include "prof_sample.h"
 #include "../storage/preload.h"
 
 static void free_foreign(void *p, const char *call);
@@ -120,7 +121,7 @@ static inline int foreign_put(heap_t *heap, page_t *page) {
     /* Not a block of a full page (in its owner's full queue): its owner is
      * not allocating from it, maybe asleep (Larson's main thread), and the
      * page can only go back to the OS once its blocks come home. */
-    if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0) return FOREIGN_NO;
+    if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0 || prof_active) return FOREIGN_NO;
     page_t *fp = heap_foreign_cache(heap, c);           /* (made on the first such free) */
     if (!fp) return FOREIGN_NO;
     uint32_t held = fp->capacity - fp->used;
@@ -244,12 +245,40 @@ STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, con
  * a block of no size-class page goes to the large tier's thread cache
  * first (a push there, as a block of the classes is one here), with no
  * frame set up on the way; the rest to free_class_generic. */
-noinline void strata_free_generic(void *p, page_t *page, const char *call) {
+static inline void free_generic(void *p, page_t *page, const char *call) {
     if (page == &page_foreign) {
         if (p) large_cache_free_else(p, call, free_not_class);   /* (free(NULL) ends here) */
         return;
     }
     free_class_generic(p, page, call);
+}
+
+/* The heap profiler matches its sampled blocks (src/prof/sample.c) out of
+ * line, so this path keeps no frame when it is off. */
+static noinline void free_generic_profiled(void *p, page_t *page, const char *call) {
+    prof_free(p, page);
+    /* The owner's free into a page that only its sampled flag sent here:
+     * the fast path's push (the generic path would cost a hundred
+     * instructions more on every free of a page holding a sampled block). */
+    heap_t *heap = tls_heap;
+    block_t *b = p;
+    if (page != &page_foreign && (page_flags(page) & ~PAGE_SAMPLED) == 0 &&
+        atomic_load_explicit(&page->heap, memory_order_relaxed) == heap && page_is_block_start(page, p) &&
+        !block_link_ok(page, b)) {
+        block_set_next(page, b, page->local_free);
+        page->local_free = b;
+        if (--page->used == 0) page_retire(heap, page);
+        return;
+    }
+    free_generic(p, page, call);
+}
+
+noinline void strata_free_generic(void *p, page_t *page, const char *call) {
+    if (unlikely(prof_active)) {
+        free_generic_profiled(p, page, call);
+        return;
+    }
+    free_generic(p, page, call);
 }
 
 /* A block of a size-class page off the fast path.  The common case here, a

@@ -699,7 +699,13 @@ void heap_abandon(heap_t *heap, bool force) {
  * one, as strata_release does), so their free pages are purged and their
  * segments adopted one by one.  Each is taken off the pool under the lock
  * first: nothing else reaches it then.  Returns how many went. */
-__attribute__((noclone)) size_t heap_orphans_release(bool all) {   /* (one copy, in the hot text) */
+/* gcc's constant propagation would otherwise clone it (.constprop), and the
+ * copy falls outside the hot-text list; clang has no such clones. */
+#if defined(__clang__)
+size_t heap_orphans_release(bool all) {
+#else
+__attribute__((noclone)) size_t heap_orphans_release(bool all) {
+#endif
     if (atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0) return 0;
     long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
     if (!all && d < 0) return 0;   /* never purged: an orphan waits for a thread */

@@ -106,6 +106,7 @@ enum {
     PAGE_ALIGNED = 2,   /* interior (aligned) pointers were handed out */
     PAGE_UNUSED = 4,    /* not holding blocks: a free here is invalid */
     PAGE_CHECK = 8,     /* STRATA_CHECK=1: every free is verified */
+    PAGE_SAMPLED = 16,  /* holds a block the heap profiler sampled (prof_sample.c) */
 };
 
 struct heap_s;
@@ -147,6 +148,12 @@ typedef struct page_s {
     uint64_t purge_at;        /* unused page: when to purge it; kept empty page: when to
                                  give it back (page_retire); 0 = nothing due */
     uint32_t kept_allocs;     /* kept empty page: allocs when purge_at was stamped (page_is_kept) */
+    /* Heap profiler (prof_sample.c), owner only but prof_live: blocks
+     * left before the next sampled one, allocs at the last slow pop, the
+     * class they were drawn for, sampled blocks live. */
+    uint32_t prof_left, prof_mark;
+    uint8_t prof_cls;
+    _Atomic(uint32_t) prof_live;
 } page_t;
 
 /* ---- Segments ------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "../large/large.h"
+#include "prof_sample.h"
 #include "../stats/stats.h"
 #include "../storage/preload.h"
 
@@ -71,4 +72,5 @@ __attribute__((constructor(101))) static void strata_constructor(void) {
     heap_get_or_init();     /* the main thread's heap, so its frees are local */
     atexit(at_exit);
     purge_thread_libc_ready();   /* libc's constructors ran: a thread may be started */
+    prof_start();           /* STRATA_PROF: here, where libc is ready (atexit, loading the unwinder) */
 }

@@ -98,6 +98,12 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "storage-backed aggressive reads off any stream: the fault waits for its own page, the rest of the run is read ahead"},
     {"BACKGROUND_PURGE", KIND_BOOL, 1, 0, 1, NULL,
      "a background thread gives back, within the purge delay, what threads that sleep have freed"},
+    {"PROF", KIND_BOOL, 0, 0, 1, NULL, "sampling heap profiler: profile written at exit (docs/profiling.md)"},
+    {"PROF_RATE", KIND_SIZE, 512 * 1024, 1, 1L << 40, NULL, "heap profiler: mean bytes allocated between samples"},
+    {"PROF_SEED", KIND_INT, 0, 0, 1L << 62, NULL, "heap profiler: random seed of the sampling (0: random)"},
+    {"PROF_SIGNAL", KIND_INT, 0, 0, 64, NULL, "heap profiler: this signal writes a profile (0: none)"},
+    {"PROF_OOM_SHARE", KIND_INT, 90, 0, 100, NULL,
+     "heap profiler: per cent of the memory limit at which a profile is written once (0: never)"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];
@@ -110,7 +116,7 @@ static const char *const reserved_prefixes[] = {"TRACE_", "REPLAY_", "TEST_", "B
 /* Variables other parts read themselves (text values the table cannot hold):
  * known, so not reported.  A part that reads a new STRATA_ variable outside
  * the table adds its name here. */
-static const char *const other_variables[] = {"SB_DIR", "SB_BUDGET", "SB_GROUP", NULL};
+static const char *const other_variables[] = {"SB_DIR", "SB_BUDGET", "SB_GROUP", "PROF_FILE", NULL};
 
 bool options_parse_size(const char *s, long *out) {
     if (!s || !*s) return false;

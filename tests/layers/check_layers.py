@@ -11,7 +11,7 @@ import re
 import sys
 
 # Lowest first.  A directory may use those before it.
-LAYERS = ["os", "options", "stats", "segmap", "arena", "large", "storage", "core", "transfer", "init"]
+LAYERS = ["os", "options", "stats", "segmap", "arena", "large", "storage", "prof", "core", "transfer", "init"]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
