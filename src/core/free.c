@@ -187,20 +187,34 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
             return NULL;
         }
         if (!canary_check(page, b, p, call)) return NULL;
-    } else if (block_in_foreign_cache(b)) {
-        strata_report(call, "double free", p, NULL);   /* in a foreign cache (foreign_push) */
-        return NULL;
     } else if (block_link_ok(page, b)) {
-        /* Looks free.  The owner confirms with a scan; another thread
-         * cannot walk the owner's lists safely and trusts the key (a live
-         * block matches it with probability 2^-64). */
-        heap_t *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
-        if (owner != tls_heap || page_holds_free(page, b)) {
-            strata_report(call, "double free", p, NULL);
-            return NULL;
-        }
+        /* Looks free (block_t), wherever the first free put it: its page's
+         * lists, another thread's foreign cache, its heap's hand-over list.
+         * None of them can be walked safely from here but the first, so
+         * the per-process sum decides alone (a live block matches it with
+         * probability 2^-64). */
+        strata_report(call, "double free", p, NULL);
+        return NULL;
     }
     return b;
+}
+
+/* Claims live block b for this free, off the owner's fast path: one CAS
+ * turns its check word into one that makes it look free.  Of two threads
+ * freeing b at the same moment one wins, and the other reports the double
+ * free instead of linking b a second time (two lists would hand it out
+ * twice).  (The owner's fast path writes without it: a remote free that
+ * lands between its read and its write of the same block, a few
+ * instructions apart, is not caught.)  False: reported. */
+static bool block_claim(block_t *b, const void *p, const char *call) {
+    uintptr_t link = __atomic_load_n(&b->link, __ATOMIC_RELAXED);
+    uintptr_t check = __atomic_load_n(&b->check, __ATOMIC_RELAXED);
+    if ((link ^ check) != strata_free_sum &&
+        __atomic_compare_exchange_n(&b->check, &check, link ^ strata_free_sum, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+        return true;
+    strata_report(call, "double free", p, NULL);
+    return false;
 }
 
 /* Everything but a plain remote free: errors, aligned and check-mode pages,
@@ -213,8 +227,12 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
     segment_t *seg = segment_of(p);
     block_t *b = block_find(seg, page, p, call);
     if (!b) return;
-    if ((page_flags(page) & PAGE_CHECK) && !segment_check_toggle_free(seg, b, true)) {
-        strata_report(call, "double free", p, NULL);
+    if (page_flags(page) & PAGE_CHECK) {
+        if (!segment_check_toggle_free(seg, b, true)) {   /* (atomic: one of two racing frees wins) */
+            strata_report(call, "double free", p, NULL);
+            return;
+        }
+    } else if (!block_claim(b, p, call)) {
         return;
     }
     heap_t *heap = tls_heap;
@@ -234,7 +252,7 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
         if (heap && segment_reclaim_for_free(heap, seg)) owner = heap;
         if (!heap) heap = &heap_empty;
     }
-    if (owner == heap) page_free_local(heap, page, b, call);
+    if (owner == heap) page_free_local(heap, page, b);
     else free_remote(page, b);
 }
 
@@ -262,8 +280,8 @@ STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, con
         heap_t *owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_acquire);
         heap_t *self = tls_heap;
         if (likely(owner != NULL && owner != self) &&
-            likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed)) &&
-            likely(!block_in_foreign_cache(b))) {
+            likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed))) {
+            if (unlikely(!block_claim(b, p, call))) return;
             int fits = foreign_put(self, page);
             if (fits == FOREIGN_TAKEN) foreign_push(self, page, b);
             else if (fits == FOREIGN_FIRST) free_foreign_first(self, page, b);

@@ -474,32 +474,37 @@ void heap_maintain(heap_t *heap) {
 
 /* Hands b (of page) to heap through its delayed list: the heap learns its
  * full page has room (see free_remote).  The link is guarded with b's own
- * page key and DELAYED_MARK. */
+ * page's key: it looks free (block_t) while it waits there. */
 void heap_delayed_push(heap_t *heap, page_t *page, block_t *b) {
     block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
     do {
-        block_link_marked(page, b, head, DELAYED_MARK);
+        block_set_next(page, b, head);
     } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
                                                     memory_order_relaxed));
 }
 
 /* The page of b, taken from heap's delayed list, or NULL (reported) when b
- * is not a handed-over block of one of heap's pages in use. */
+ * is not a handed-over block of one of heap's pages in use.  Each block
+ * taken lowers its page's count of blocks out, and a page with none out
+ * takes no more: so every walk of the list ends, cycle or not. */
 page_t *heap_delayed_page(heap_t *heap, block_t *b) {
     page_t *page = pagemap_page(b);          /* page_foreign: not in a segment */
     if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
-        (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok_marked(page, b, DELAYED_MARK)) {
+        (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok(page, b)) {
         strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
+        return NULL;
+    }
+    if (page->used == 0) {
+        strata_report("free()", "double free", b, "handed over twice");
         return NULL;
     }
     return page;
 }
 
 /* Frees blocks other threads handed over through the delayed list.  Each
- * block is checked (a block start of a page this heap owns, link intact)
- * before it is read; a bad one is reported and the rest of the list is
- * dropped.  The walk ends: every step frees a block that was not free, and
- * a block met twice is a double free (page_free_local reports it). */
+ * block is checked (a block start of a page this heap owns, link intact,
+ * blocks out on its page) before it is read; a bad one is reported and the
+ * rest of the list is dropped (leaked: never handed out twice). */
 void heap_collect_delayed(heap_t *heap) {
     block_t *b = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
     if (!b && !atomic_load_explicit(&heap->pages_reset, memory_order_relaxed)) return;
@@ -519,7 +524,7 @@ void heap_collect_delayed(heap_t *heap) {
             atomic_store_explicit(&seg->freer, NULL, memory_order_relaxed);
         if (atomic_load_explicit(&seg->handovers, memory_order_relaxed) != 0)
             atomic_store_explicit(&seg->handovers, 0, memory_order_relaxed);
-        if (!page_free_local(heap, page, b, "free()")) break;
+        page_free_local(heap, page, b);
         b = next;
     }
     heap_unlock(heap);

@@ -23,6 +23,7 @@
 _Atomic(bool) strata_ready;
 bool strata_check_mode;
 uint64_t strata_secret;
+uintptr_t strata_free_sum;
 
 void heap_init_process(void);
 void fork_handlers_install(void);
@@ -39,6 +40,7 @@ void strata_process_init(void) {
     options_init();
     strata_check_mode = opt(STRATA_OPTION_CHECK) != 0;
     strata_secret = os_random_u64();
+    strata_free_sum = os_mix64(strata_secret ^ 0x66726565ULL) | ((uintptr_t)1 << 63);
     if (segmap_init() != 0) strata_fatal("cannot map the segment map");
     /* Limits: the memory limit stated by hand (else the cgroup's is read
      * when first needed); both tiers give memory back when a map fails. */

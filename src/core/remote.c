@@ -76,7 +76,7 @@ void heap_collect_remote(heap_t *heap) {
         if (!page) break;
         block_t *next = block_next(page, b);
         if (!(page_flags(page) & PAGE_FULL)) {
-            block_link_marked(page, b, back, DELAYED_MARK);   /* (a list of mixed pages, as the heap's) */
+            block_set_next(page, b, back);   /* (a list of mixed pages, as the heap's) */
             back = b;
         } else {
             block_set_next(page, b, page->local_free);
@@ -89,7 +89,7 @@ void heap_collect_remote(heap_t *heap) {
     heap_delayed_push_back(heap, back);
 }
 
-/* Puts a list of blocks (linked with DELAYED_MARK, of mixed pages) back on
+/* Puts a list of blocks (each linked with its own page's keys) back on
  * the heap's delayed list, one push each: the owner collects them later. */
 void heap_delayed_push_back(heap_t *heap, block_t *back) {
     while (back) {

@@ -111,7 +111,7 @@ static void drain_delayed(heap_t *from, segment_t *const *set, uint32_t n) {
             page->local_free = b;
             page->used--;
         } else {
-            block_link_marked(page, b, back, DELAYED_MARK);
+            block_set_next(page, b, back);
             back = b;
         }
         b = next;
