@@ -186,7 +186,10 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
             strata_report(call, "double free", p, NULL);
             return NULL;
         }
-        if (!canary_check(page, b, p, call)) return NULL;
+        if (!canary_check(page, b, p, call)) {
+            page_verify_lists(tls_heap, page, call);   /* the overflow may have reached a free neighbour */
+            return NULL;
+        }
     } else if (block_link_ok(page, b)) {
         /* Looks free (block_t), wherever the first free put it: its page's
          * lists, another thread's foreign cache, its heap's hand-over list.

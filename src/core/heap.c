@@ -485,11 +485,12 @@ void heap_delayed_push(heap_t *heap, page_t *page, block_t *b) {
 
 /* The page of b, taken from heap's delayed list, or NULL (reported) when b
  * is not a handed-over block of one of heap's pages in use.  Each block
- * taken lowers its page's count of blocks out, and a page with none out
- * takes no more: so every walk of the list ends, cycle or not. */
-page_t *heap_delayed_page(heap_t *heap, block_t *b) {
+ * the owner takes lowers its page's count of blocks out, and a page with
+ * none out takes no more; *walked counts the blocks met, DELAYED_WALK_MAX
+ * at most (a collector puts some back): every walk ends, cycle or not. */
+page_t *heap_delayed_page(heap_t *heap, block_t *b, uint32_t *walked) {
     page_t *page = pagemap_page(b);          /* page_foreign: not in a segment */
-    if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
+    if (++*walked > DELAYED_WALK_MAX || page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
         (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok(page, b)) {
         strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
         return NULL;
@@ -512,8 +513,9 @@ void heap_collect_delayed(heap_t *heap) {
     atomic_store_explicit(&heap->delayed_pushes, 0, memory_order_relaxed);
     if (atomic_exchange_explicit(&heap->pages_reset, 0, memory_order_relaxed)) heap_return_reset_pages(heap);
     b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
+    uint32_t walked = 0;
     while (b) {
-        page_t *page = heap_delayed_page(heap, b);
+        page_t *page = heap_delayed_page(heap, b, &walked);
         if (!page) break;
         block_t *next = block_next(page, b);
         /* (Who frees into it counts from here: the owner collects.  Read

@@ -429,8 +429,11 @@ heap_t *heap_get_or_init_from(heap_t *prefer);
 void heap_abandon(heap_t *heap, bool force);
 void heap_collect_delayed(heap_t *heap);
 void heap_delayed_push(heap_t *heap, page_t *page, block_t *b);
-void heap_delayed_push_back(heap_t *heap, block_t *back);   /* a list of mixed pages (remote.c) */
-page_t *heap_delayed_page(heap_t *heap, block_t *b);
+void heap_delayed_push_back(heap_t *heap, block_t *back, uint32_t n);   /* a list of mixed pages (remote.c) */
+/* Bound of a walk of a hand-over list (heap_delayed_page): far more blocks
+ * than full pages ever wait for, so only a list misuse looped reaches it. */
+#define DELAYED_WALK_MAX ((uint32_t)1 << 26)
+page_t *heap_delayed_page(heap_t *heap, block_t *b, uint32_t *walked);
 void heap_direct_update(heap_t *heap, uint32_t cls);
 void heap_fork_prepare(void);
 void heap_fork_parent(void);
@@ -492,6 +495,7 @@ block_t *page_block_start(const page_t *page, const void *p);
 void page_free_local(heap_t *heap, page_t *page, block_t *b);
 void page_setup_keys(page_t *page);
 void page_repair(page_t *page, const char *call, const void *bad);
+void page_verify_lists(heap_t *heap, page_t *page, const char *call);
 size_t page_check(const page_t *page, bool owner_view);
 
 /* segment.c */

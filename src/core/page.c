@@ -358,6 +358,25 @@ void page_repair(page_t *page, const char *call, const void *bad) {
     page->lost = page->capacity - page->used - n;
 }
 
+/* An overflow out of a block of the page was reported (canary.c): it may
+ * have run into a free neighbour, whose broken link would otherwise be
+ * found only when popped (and by strata_heap_check meanwhile, against the
+ * report).  The owner verifies the page's lists at once and repairs them
+ * (page_repair reports the neighbour); another thread cannot walk them,
+ * and the pop still catches it there. */
+void page_verify_lists(heap_t *heap, page_t *page, const char *call) {
+    if (heap == &heap_empty) return;
+    heap_lock(heap);   /* a full page may have a collector at it */
+    if (atomic_load_explicit(&page->heap, memory_order_relaxed) == heap) {
+        if (!(page_flags(page) & PAGE_FULL)) page_collect(page);   /* the remote list too (checked as taken) */
+        block_t *bad;
+        list_count(page, page->free, page->capacity, &bad, NULL);
+        if (!bad) list_count(page, page->local_free, page->capacity, &bad, NULL);
+        if (bad) page_repair(page, call, bad);
+    }
+    heap_unlock(heap);
+}
+
 /* Verifies one page's books; prints each problem and returns how many.
  * owner_view: the caller owns the page (or it is abandoned and locked), so
  * its local lists may be walked. */

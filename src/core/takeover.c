@@ -102,8 +102,9 @@ static bool in_set(segment_t *const *set, uint32_t n, const segment_t *s) {
 static void drain_delayed(heap_t *from, segment_t *const *set, uint32_t n) {
     block_t *b = atomic_exchange_explicit(&from->delayed_free, NULL, memory_order_acquire);
     block_t *back = NULL;
+    uint32_t walked = 0, nback = 0;
     while (b) {
-        page_t *page = heap_delayed_page(from, b);
+        page_t *page = heap_delayed_page(from, b, &walked);
         if (!page) break;
         block_t *next = block_next(page, b);
         if (in_set(set, n, segment_of(page))) {
@@ -113,10 +114,11 @@ static void drain_delayed(heap_t *from, segment_t *const *set, uint32_t n) {
         } else {
             block_set_next(page, b, back);
             back = b;
+            nback++;
         }
         b = next;
     }
-    heap_delayed_push_back(from, back);
+    heap_delayed_push_back(from, back, nback);
 }
 
 /* Takes over from's segments whose pages in use are all in its full queue,
