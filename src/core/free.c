@@ -6,8 +6,6 @@
  */
 #include "internal.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
 
 #include "../large/large.h"
 #include "../storage/preload.h"
@@ -304,6 +302,7 @@ size_t strata_block_validate(const void *p, const char *call) {
     }
     if (kind != SEGMAP_SEGMENT) {
         size_t n = sb_preload_usable_size(p);   /* storage-backed (src/storage/preload.c) */
+        if (n == 0) n = glibc_usable_size(p);
         if (n == 0) strata_report(call, "invalid pointer", p, NULL);
         return n;
     }
@@ -314,33 +313,26 @@ size_t strata_block_validate(const void *p, const char *call) {
     return block_usable(page, b, p);
 }
 
-/* Pointers Strata never handed out.  Memory glibc's malloc gave before
- * Strata was loaded lives in the brk heap: hand it back to glibc.
- * Anything else is a bug in the program. */
+/* Pointers Strata never handed out: a block glibc's malloc gave (glibc.c
+ * says which are) goes back to glibc; anything else is a bug in the
+ * program. */
 static void free_foreign(void *p, const char *call) {
     if (sb_preload_free(p)) return;   /* storage-backed (src/storage/preload.c) */
     if (segmap_lookup(p) == SEGMAP_LARGE) {
         large_free(p);
         return;
     }
-#if !defined(STRATA_NO_OVERRIDE)
-    static uintptr_t brk_start;
-    if (!brk_start) brk_start = os_brk_start();
-    if (brk_start && (uintptr_t)p >= brk_start && (uintptr_t)p < (uintptr_t)sbrk(0)) {
-        static void (*libc_free)(void *);
-        if (!libc_free) libc_free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
-        if (libc_free && libc_free != strata_free) libc_free(p);
-        return;
-    }
-#endif
-    strata_report(call, "invalid pointer", p, NULL);
+    if (!glibc_free(p)) strata_report(call, "invalid pointer", p, NULL);
 }
 
 size_t strata_usable_size_of(const void *p) {
     if (!p) return 0;
     segmap_kind kind = segmap_lookup(p);
     if (kind == SEGMAP_LARGE) return large_usable_size(p);
-    if (kind != SEGMAP_SEGMENT) return sb_preload_usable_size(p);   /* 0 if not storage-backed */
+    if (kind != SEGMAP_SEGMENT) {
+        size_t n = sb_preload_usable_size(p);   /* 0 if not storage-backed */
+        return n ? n : glibc_usable_size(p);
+    }
     segment_t *seg = segment_of(p);
     page_t *page = page_of(seg, p);
     if (page_flags(page) & PAGE_UNUSED || (const uint8_t *)p < page->start) return 0;

@@ -528,6 +528,10 @@ void canary_set(page_t *page, block_t *b, size_t end);
 size_t canary_end(page_t *page, block_t *b);
 bool canary_check(page_t *page, block_t *b, const void *p, const char *call);
 
+/* glibc.c: pointers glibc's malloc handed out (free, realloc, usable size) */
+size_t glibc_usable_size(const void *p);   /* 0: not a glibc block in use */
+bool glibc_free(void *p);                  /* false: not one (nothing done) */
+
 /* alloc.c / free.c */
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);
 void *strata_malloc_aligned(size_t size, size_t align, bool zero);
