@@ -53,6 +53,7 @@ void strata_process_init(void) {
     atomic_store_explicit(&strata_ready, true, memory_order_release);
     atomic_store(&init_state, 2);
     fork_handlers_install();   /* only now: it may call malloc */
+    guard_handler_install();
     if (opt(STRATA_OPTION_VERBOSE)) {
         strata_message("strata: version %d.%d.%d, %d NUMA node(s)\n", STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR,
                        STRATA_VERSION_PATCH, os_numa_node_count());
