@@ -48,6 +48,32 @@ page_t *heap_foreign_make(heap_t *heap, uint32_t c) {
     return &fc->page[c];
 }
 
+/* Block b, the n-th of a cache holding held blocks, may be read: a block
+ * start of a page in use, its link intact (else misuse broke the list). */
+static bool foreign_block_ok(const page_t *fp, const block_t *b, uint32_t n, uint32_t held) {
+    page_t *page = pagemap_page(b);
+    return n < held && n < FOREIGN_CAP && page != &page_foreign && !(page_flags(page) & PAGE_UNUSED) &&
+           page_is_block_start(page, b) && block_link_ok(fp, b);
+}
+
+/* strata_heap_check's view of the caches: each list walked as the flush
+ * walks it; returns the problems, each printed. */
+size_t heap_foreign_check(const heap_t *heap) {
+    size_t problems = 0;
+    if (!heap->foreign) return 0;
+    for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
+        const page_t *fp = &heap->foreign->page[c];
+        uint32_t held = fp->capacity - fp->used, n = 0;
+        const block_t *b = fp->free;
+        for (; b && foreign_block_ok(fp, b, n, held); b = block_next(fp, b)) n++;
+        if (b) {
+            strata_message("strata: heap check: foreign cache of class %u broken at %p\n", c, (const void *)b);
+            problems++;
+        }
+    }
+    return problems;
+}
+
 /* Gives the kept foreign blocks back to their heaps (the thread exits, or
  * memory is asked back): each is freed again, the cache refusing them.
  * Each block is checked before it is read (a block of a page in use, link
@@ -65,15 +91,13 @@ void heap_foreign_flush(heap_t *heap) {
         fp->capacity = fp->used + FOREIGN_CAP;   /* full: the frees below go to the owners */
         heap_direct_update(heap, c);
         for (uint32_t n = 0; b; n++) {
-            page_t *page = pagemap_page(b);
-            if (n >= held || n >= FOREIGN_CAP || page == &page_foreign || (page_flags(page) & PAGE_UNUSED) ||
-                !page_is_block_start(page, b) || !block_link_ok(fp, b)) {
+            if (!foreign_block_ok(fp, b, n, held)) {
                 strata_report("free()", "corrupted free list", b, "in the blocks kept from other threads");
                 break;
             }
             block_t *next = block_next(fp, b);
             b->check = 0;                          /* live again, as page_pop leaves it */
-            strata_free_generic(b, page, "free()");
+            strata_free_generic(b, pagemap_page(b), "free()");
             b = next;
         }
         fp->capacity = fp->used;

@@ -470,6 +470,7 @@ void *heap_meta_alloc(size_t size);   /* heap metadata, never freed (reused with
 void foreign_init_process(void);
 void heap_foreign_init(heap_t *heap);
 void heap_foreign_flush(heap_t *heap);
+size_t heap_foreign_check(const heap_t *heap);   /* strata_heap_check (foreign.c) */
 bool heap_owner_idle(const heap_t *heap);
 
 /* page.c */
