@@ -223,7 +223,7 @@ static bool page_list_scattered(const page_t *page) {
  * can never make the walk run away or reach the page's lists. */
 static void page_take_remote(page_t *page, uintptr_t tf) {
     block_t *head = (block_t *)(tf & ~(uintptr_t)3);
-    block_t *tail = NULL;
+    block_t *tail = NULL, *before_tail = NULL;
     uint32_t n = 0, used = page->used;
     uintptr_t start = (uintptr_t)page->start, span = page->span;   /* only the owner (or the locked collector) changes them */
     for (block_t *b = head; b; b = block_next(page, b)) {
@@ -235,14 +235,23 @@ static void page_take_remote(page_t *page, uintptr_t tf) {
             strata_report("free()", "double free", b, NULL);
             return;
         }
-        if ((uintptr_t)b - start >= span || !page_is_block_start(page, b) || !block_link_ok(page, b)) {
+        bool astray = (uintptr_t)b - start >= span || !page_is_block_start(page, b);
+        if (astray || !block_link_ok(page, b)) {
             /* No cycle reaches a broken link: the blocks before it are
-             * distinct and kept; it and what follows are dropped. */
+             * distinct and kept; the block whose words were overwritten
+             * (named: a link astray is the previous block's, never an
+             * address read from the program) and what follows are dropped. */
+            if (astray && tail) {
+                b = tail;
+                tail = before_tail;
+                n--;
+            }
             strata_report("free()", "corrupted free list", b, NULL);
             if (tail) block_set_next(page, tail, NULL);
             else head = NULL;
             break;
         }
+        before_tail = tail;
         tail = b;
         n++;
     }

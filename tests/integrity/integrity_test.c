@@ -149,6 +149,9 @@ static const struct { const char *mode, *what; } cases[] = {
     {"xthread_then_owner32", "free(): double free"},
     {"xthread_then_owner100", "free(): double free"},
     {"xthread_then_owner1000", "free(): double free"},
+    /* A write into a block another thread freed: found when its owner takes
+     * the remote list, naming the block (not the bytes written as a link). */
+    {"remote_write_after_free", "free(): corrupted free list"},
     /* Memory from sbrk is no glibc block: Strata's report, not glibc's abort. */
     {"glibc_sbrk", "free(): invalid pointer"},
     {"glibc_sbrk_realloc", "realloc(): invalid pointer"},

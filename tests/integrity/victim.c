@@ -20,6 +20,11 @@
 #include "common/victim.h"
 
 
+static void *free_in_thread(void *p) {
+    free(p);
+    return NULL;
+}
+
 static void *twice_in_thread(void *p) {
     free(p);
     free(launder(p));
@@ -278,6 +283,14 @@ int main(int argc, char **argv) {
     } else if (!strncmp(mode, "xthread_then_owner", 18)) {   /* another thread's free, then the owner's */
         int rc = xthread_then_owner((size_t)atoi(mode + 18));
         if (rc) return rc;
+    } else if (!strcmp(mode, "remote_write_after_free")) {   /* freed by another thread, then written */
+        char *p = malloc(100);
+        say(p);
+        pthread_t t;
+        pthread_create(&t, NULL, free_in_thread, p);
+        pthread_join(t, NULL);
+        memset(launder(p), 0x4d, 16);                    /* the program's bytes: never followed as a link */
+        malloc_many(100, 4000);
     } else if (!strcmp(mode, "warn_cross_free")) {
         warn_cross_free();
     } else if (!strncmp(mode, "glibc_", 6)) {       /* glibc_<kind>[_realloc] */
