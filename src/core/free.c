@@ -276,8 +276,8 @@ noinline void strata_free_generic(void *p, page_t *page, const char *call) {
  * inline and pushed; the rest goes to free_slow. */
 STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, const char *call) {
     block_t *b = p;
-    if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p)) &&
-        likely(!block_link_ok(page, b))) {
+    /* (A block that looks free fails the claim, or free_slow's check.) */
+    if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p))) {
         heap_t *owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_acquire);
         heap_t *self = tls_heap;
         if (likely(owner != NULL && owner != self) &&
