@@ -6,7 +6,6 @@
  */
 #include "internal.h"
 
-
 #include "../large/large.h"
 #include "../storage/preload.h"
 
