@@ -50,6 +50,4 @@ void guard_handler_install(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, NULL);
 }
-#else
-void guard_handler_install(void) {}
 #endif

@@ -520,8 +520,13 @@ bool segment_check_toggle_free(segment_t *seg, const void *block, bool freeing);
 bool segment_check_is_live(segment_t *seg, const void *block);   /* STRATA_CHECK bit, read only */
 size_t segment_check_abandoned(void);
 
-/* guard.c: the hardened build names a fault in a guard page before it ends */
+/* guard.c: the hardened build names a fault in a guard page before it ends
+ * (nothing to install, and no call into cold text, in the default build) */
+#if defined(STRATA_SECURE)
 void guard_handler_install(void);
+#else
+static inline void guard_handler_install(void) {}
+#endif
 
 /* check.c */
 size_t segment_check(const segment_t *seg, const heap_t *owner);
