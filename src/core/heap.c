@@ -484,10 +484,10 @@ void heap_delayed_push(heap_t *heap, page_t *page, block_t *b) {
 }
 
 /* The page of b, taken from heap's delayed list, or NULL (reported) when b
- * is not a handed-over block of one of heap's pages in use.  Each block
- * the owner takes lowers its page's count of blocks out, and a page with
- * none out takes no more; *walked counts the blocks met, DELAYED_WALK_MAX
- * at most (a collector puts some back): every walk ends, cycle or not. */
+ * is not a handed-over block of one of heap's pages in use.  *walked
+ * counts the blocks met, DELAYED_WALK_MAX at most (a collector puts some
+ * back), and each block taken lowers its page's count of blocks out
+ * (heap_delayed_out): every walk ends, cycle or not. */
 page_t *heap_delayed_page(heap_t *heap, block_t *b, uint32_t *walked) {
     page_t *page = pagemap_page(b);          /* page_foreign: not in a segment */
     if (++*walked > DELAYED_WALK_MAX || page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
@@ -495,11 +495,17 @@ page_t *heap_delayed_page(heap_t *heap, block_t *b, uint32_t *walked) {
         strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
         return NULL;
     }
-    if (page->used == 0) {
-        strata_report("free()", "double free", b, "handed over twice");
-        return NULL;
-    }
     return page;
+}
+
+/* A handed-over block may leave its page's count of blocks out only while
+ * that count is not 0: more hand-overs than blocks out is a block handed
+ * over twice (reported; the rest of the list is dropped).  Read by the
+ * owner, or by a collector for a full page (no fast path touches it). */
+bool heap_delayed_out(const page_t *page, const block_t *b) {
+    if (page->used != 0) return true;
+    strata_report("free()", "double free", b, "handed over twice");
+    return false;
 }
 
 /* Frees blocks other threads handed over through the delayed list.  Each
@@ -517,6 +523,7 @@ void heap_collect_delayed(heap_t *heap) {
     while (b) {
         page_t *page = heap_delayed_page(heap, b, &walked);
         if (!page) break;
+        if (!heap_delayed_out(page, b)) break;
         block_t *next = block_next(page, b);
         /* (Who frees into it counts from here: the owner collects.  Read
          * first: most blocks of a batch share a segment, and its header's

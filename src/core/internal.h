@@ -434,6 +434,7 @@ void heap_delayed_push_back(heap_t *heap, block_t *back, uint32_t n);   /* a lis
  * than full pages ever wait for, so only a list misuse looped reaches it. */
 #define DELAYED_WALK_MAX ((uint32_t)1 << 26)
 page_t *heap_delayed_page(heap_t *heap, block_t *b, uint32_t *walked);
+bool heap_delayed_out(const page_t *page, const block_t *b);
 void heap_direct_update(heap_t *heap, uint32_t cls);
 void heap_fork_prepare(void);
 void heap_fork_parent(void);

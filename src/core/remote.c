@@ -81,6 +81,7 @@ void heap_collect_remote(heap_t *heap) {
             back = b;
             nback++;
         } else {
+            if (!heap_delayed_out(page, b)) break;
             block_set_next(page, b, page->local_free);
             page->local_free = b;
             page->used--;

@@ -108,6 +108,7 @@ static void drain_delayed(heap_t *from, segment_t *const *set, uint32_t n) {
         if (!page) break;
         block_t *next = block_next(page, b);
         if (in_set(set, n, segment_of(page))) {
+            if (!heap_delayed_out(page, b)) break;
             block_set_next(page, b, page->local_free);
             page->local_free = b;
             page->used--;
