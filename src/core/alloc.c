@@ -15,11 +15,20 @@
 
 /* Pops the page's first free block after checking its link (block_t): a
  * corrupted link is reported before the block or its successor is used
- * (then malloc(size), or calloc with zero, is retried elsewhere). */
+ * (then malloc(size), or calloc with zero, is retried elsewhere).  The
+ * hardened build also checks where the link leads (a block start of a
+ * page in use, found through the page map, which reads nothing there): a
+ * program that read a freed block can forge a link whose sum is right,
+ * and the next pop would follow it anywhere. */
 static inline void *page_pop(heap_t *heap, page_t *page, size_t size, bool zero) {
     block_t *b = page->free;
     if (unlikely(!block_link_ok(page, b))) return page_pop_corrupt(heap, page, size, zero);
     strata_assert(page->used < page->capacity && page_is_block_start(page, b));
+#if defined(STRATA_SECURE)
+    block_t *next = block_next(page, b);
+    if (unlikely(next != NULL && !page_is_block_start(pagemap_page(next), next)))
+        return page_pop_corrupt(heap, page, size, zero);
+#endif
     page->free = block_next(page, b);
     b->check = 0;                  /* a live block never looks free */
     page->used++;

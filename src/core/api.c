@@ -42,12 +42,13 @@ static void *realloc_impl(void *p, size_t size) {
      * p is reported and the call does nothing (NULL, p untouched). */
     size_t usable = strata_block_validate(p, "realloc()");
     if (usable == 0) return NULL;
-    if (segmap_lookup(p) == SEGMAP_SEGMENT) {
+    segmap_kind kind = segmap_lookup(p);
+    if (kind == SEGMAP_SEGMENT) {
         /* Same class or a shrink to no less than half: keep the block. */
         if (!strata_check_mode && size <= usable && (size >= usable / 2 || usable <= 16) &&
             (long)size < opt(STRATA_OPTION_LARGE_THRESHOLD))
             return p;
-    } else if ((long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) {
+    } else if (kind == SEGMAP_LARGE && (long)size >= opt(STRATA_OPTION_LARGE_THRESHOLD)) {
         void *q = large_resize_in_place(p, size);
         if (!q) q = large_realloc_move(p, size);
         if (q && prof_active) prof_moved(p, q, size);

@@ -9,15 +9,14 @@
 #include <string.h>
 
 static uintptr_t foreign_key, foreign_link_key;
-uintptr_t foreign_link_sum;
 
-/* Keys of the pseudo pages: one per process, top bit set (see block_t). */
+/* Keys of the pseudo pages: one pair per process, with the pages' sum
+ * (block_t), so a block in a foreign cache looks free to every free. */
 void foreign_init_process(void) {
-    foreign_key = os_mix64(strata_secret ^ 0x666f726569676eULL) | ((uintptr_t)1 << 63);
 #if defined(STRATA_SECURE)
-    foreign_link_key = os_mix64(foreign_key ^ strata_secret);
+    foreign_link_key = os_mix64(strata_secret ^ 0x666f726569676eULL) & ~((uintptr_t)1 << 63);
 #endif
-    foreign_link_sum = foreign_link_key ^ foreign_key;
+    foreign_key = foreign_link_key ^ strata_free_sum;
 }
 
 /* Sets up the pseudo pages of a heap's cache, if it has one (a new heap
@@ -49,18 +48,53 @@ page_t *heap_foreign_make(heap_t *heap, uint32_t c) {
     return &fc->page[c];
 }
 
+/* Block b, the n-th of a cache holding held blocks, may be read: a block
+ * start of a page in use, its link intact (else misuse broke the list). */
+static bool foreign_block_ok(const page_t *fp, const block_t *b, uint32_t n, uint32_t held) {
+    page_t *page = pagemap_page(b);
+    return n < held && n < FOREIGN_CAP && page != &page_foreign && !(page_flags(page) & PAGE_UNUSED) &&
+           page_is_block_start(page, b) && block_link_ok(fp, b);
+}
+
+/* strata_heap_check's view of the caches: each list walked as the flush
+ * walks it; returns the problems, each printed. */
+size_t heap_foreign_check(const heap_t *heap) {
+    size_t problems = 0;
+    if (!heap->foreign) return 0;
+    for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
+        const page_t *fp = &heap->foreign->page[c];
+        uint32_t held = fp->capacity - fp->used, n = 0;
+        const block_t *b = fp->free;
+        for (; b && foreign_block_ok(fp, b, n, held); b = block_next(fp, b)) n++;
+        if (b) {
+            strata_message("strata: heap check: foreign cache of class %u broken at %p\n", c, (const void *)b);
+            problems++;
+        }
+    }
+    return problems;
+}
+
 /* Gives the kept foreign blocks back to their heaps (the thread exits, or
- * memory is asked back): each is freed again, the cache refusing them. */
+ * memory is asked back): each is freed again, the cache refusing them.
+ * Each block is checked before it is read (a block of a page in use, link
+ * intact) and the walk stops after the blocks the cache holds: a list that
+ * misuse broke (a write after free, a forged link) is reported and the
+ * rest of it dropped, never followed. */
 void heap_foreign_flush(heap_t *heap) {
     if (!heap->foreign) return;
     for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
         page_t *fp = &heap->foreign->page[c];
         block_t *b = fp->free;
         if (!b) continue;
+        uint32_t held = fp->capacity - fp->used;
         fp->free = NULL;
         fp->capacity = fp->used + FOREIGN_CAP;   /* full: the frees below go to the owners */
         heap_direct_update(heap, c);
-        while (b) {
+        for (uint32_t n = 0; b; n++) {
+            if (!foreign_block_ok(fp, b, n, held)) {
+                strata_report("free()", "corrupted free list", b, "in the blocks kept from other threads");
+                break;
+            }
             block_t *next = block_next(fp, b);
             b->check = 0;                          /* live again, as page_pop leaves it */
             strata_free_generic(b, pagemap_page(b), "free()");

@@ -6,9 +6,6 @@
  */
 #include "internal.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include "../large/large.h"
 #include "prof_sample.h"
 #include "../storage/preload.h"
@@ -187,21 +184,38 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
             strata_report(call, "double free", p, NULL);
             return NULL;
         }
-        if (!canary_check(page, b, p, call)) return NULL;
-    } else if (block_in_foreign_cache(b)) {
-        strata_report(call, "double free", p, NULL);   /* in a foreign cache (foreign_push) */
-        return NULL;
-    } else if (block_link_ok(page, b)) {
-        /* Looks free.  The owner confirms with a scan; another thread
-         * cannot walk the owner's lists safely and trusts the key (a live
-         * block matches it with probability 2^-64). */
-        heap_t *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
-        if (owner != tls_heap || page_holds_free(page, b)) {
-            strata_report(call, "double free", p, NULL);
+        if (!canary_check(page, b, p, call)) {
+            page_verify_lists(tls_heap, page, call);   /* the overflow may have reached a free neighbour */
             return NULL;
         }
+    } else if (block_link_ok(page, b)) {
+        /* Looks free (block_t), wherever the first free put it: its page's
+         * lists, another thread's foreign cache, its heap's hand-over list.
+         * None of them can be walked safely from here but the first, so
+         * the per-process sum decides alone (a live block matches it with
+         * probability 2^-64). */
+        strata_report(call, "double free", p, NULL);
+        return NULL;
     }
     return b;
+}
+
+/* Claims live block b for this free, off the owner's fast path: one CAS
+ * turns its check word into one that makes it look free.  Of two threads
+ * freeing b at the same moment one wins, and the other reports the double
+ * free instead of linking b a second time (two lists would hand it out
+ * twice).  (The owner's fast path writes without it: a remote free that
+ * lands between its read and its write of the same block, a few
+ * instructions apart, is not caught.)  False: reported. */
+static bool block_claim(block_t *b, const void *p, const char *call) {
+    uintptr_t link = __atomic_load_n(&b->link, __ATOMIC_RELAXED);
+    uintptr_t check = __atomic_load_n(&b->check, __ATOMIC_RELAXED);
+    if ((link ^ check) != strata_free_sum &&
+        __atomic_compare_exchange_n(&b->check, &check, link ^ strata_free_sum, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+        return true;
+    strata_report(call, "double free", p, NULL);
+    return false;
 }
 
 /* Everything but a plain remote free: errors, aligned and check-mode pages,
@@ -214,8 +228,12 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
     segment_t *seg = segment_of(p);
     block_t *b = block_find(seg, page, p, call);
     if (!b) return;
-    if ((page_flags(page) & PAGE_CHECK) && !segment_check_toggle_free(seg, b, true)) {
-        strata_report(call, "double free", p, NULL);
+    if (page_flags(page) & PAGE_CHECK) {
+        if (!segment_check_toggle_free(seg, b, true)) {   /* (atomic: one of two racing frees wins) */
+            strata_report(call, "double free", p, NULL);
+            return;
+        }
+    } else if (!block_claim(b, p, call)) {
         return;
     }
     heap_t *heap = tls_heap;
@@ -235,7 +253,7 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
         if (heap && segment_reclaim_for_free(heap, seg)) owner = heap;
         if (!heap) heap = &heap_empty;
     }
-    if (owner == heap) page_free_local(heap, page, b, call);
+    if (owner == heap) page_free_local(heap, page, b);
     else free_remote(page, b);
 }
 
@@ -286,13 +304,13 @@ noinline void strata_free_generic(void *p, page_t *page, const char *call) {
  * inline and pushed; the rest goes to free_slow. */
 STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, const char *call) {
     block_t *b = p;
-    if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p)) &&
-        likely(!block_link_ok(page, b))) {
+    /* (A block that looks free fails the claim, or free_slow's check.) */
+    if (likely(page_flags(page) == 0 || page_flags(page) == PAGE_FULL) && likely(page_is_block_start(page, p))) {
         heap_t *owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_acquire);
         heap_t *self = tls_heap;
         if (likely(owner != NULL && owner != self) &&
-            likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed)) &&
-            likely(!block_in_foreign_cache(b))) {
+            likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed))) {
+            if (unlikely(!block_claim(b, p, call))) return;
             int fits = foreign_put(self, page);
             if (fits == FOREIGN_TAKEN) foreign_push(self, page, b);
             else if (fits == FOREIGN_FIRST) free_foreign_first(self, page, b);
@@ -312,6 +330,7 @@ size_t strata_block_validate(const void *p, const char *call) {
     }
     if (kind != SEGMAP_SEGMENT) {
         size_t n = sb_preload_usable_size(p);   /* storage-backed (src/storage/preload.c) */
+        if (n == 0) n = glibc_usable_size(p);
         if (n == 0) strata_report(call, "invalid pointer", p, NULL);
         return n;
     }
@@ -322,33 +341,26 @@ size_t strata_block_validate(const void *p, const char *call) {
     return block_usable(page, b, p);
 }
 
-/* Pointers Strata never handed out.  Memory glibc's malloc gave before
- * Strata was loaded lives in the brk heap: hand it back to glibc.
- * Anything else is a bug in the program. */
+/* Pointers Strata never handed out: a block glibc's malloc gave (glibc.c
+ * says which are) goes back to glibc; anything else is a bug in the
+ * program. */
 static void free_foreign(void *p, const char *call) {
     if (sb_preload_free(p)) return;   /* storage-backed (src/storage/preload.c) */
     if (segmap_lookup(p) == SEGMAP_LARGE) {
         large_free(p);
         return;
     }
-#if !defined(STRATA_NO_OVERRIDE)
-    static uintptr_t brk_start;
-    if (!brk_start) brk_start = os_brk_start();
-    if (brk_start && (uintptr_t)p >= brk_start && (uintptr_t)p < (uintptr_t)sbrk(0)) {
-        static void (*libc_free)(void *);
-        if (!libc_free) libc_free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
-        if (libc_free && libc_free != strata_free) libc_free(p);
-        return;
-    }
-#endif
-    strata_report(call, "invalid pointer", p, NULL);
+    if (!glibc_free(p)) strata_report(call, "invalid pointer", p, NULL);
 }
 
 size_t strata_usable_size_of(const void *p) {
     if (!p) return 0;
     segmap_kind kind = segmap_lookup(p);
     if (kind == SEGMAP_LARGE) return large_usable_size(p);
-    if (kind != SEGMAP_SEGMENT) return sb_preload_usable_size(p);   /* 0 if not storage-backed */
+    if (kind != SEGMAP_SEGMENT) {
+        size_t n = sb_preload_usable_size(p);   /* 0 if not storage-backed */
+        return n ? n : glibc_usable_size(p);
+    }
     segment_t *seg = segment_of(p);
     page_t *page = page_of(seg, p);
     if (page_flags(page) & PAGE_UNUSED || (const uint8_t *)p < page->start) return 0;

@@ -520,32 +520,44 @@ void heap_purge_sleepers(void) {
 
 /* Hands b (of page) to heap through its delayed list: the heap learns its
  * full page has room (see free_remote).  The link is guarded with b's own
- * page key and DELAYED_MARK. */
+ * page's key: it looks free (block_t) while it waits there. */
 void heap_delayed_push(heap_t *heap, page_t *page, block_t *b) {
     block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
     do {
-        block_link_marked(page, b, head, DELAYED_MARK);
+        block_set_next(page, b, head);
     } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
                                                     memory_order_relaxed));
 }
 
 /* The page of b, taken from heap's delayed list, or NULL (reported) when b
- * is not a handed-over block of one of heap's pages in use. */
-page_t *heap_delayed_page(heap_t *heap, block_t *b) {
+ * is not a handed-over block of one of heap's pages in use.  *walked
+ * counts the blocks met, DELAYED_WALK_MAX at most (a collector puts some
+ * back), and each block taken lowers its page's count of blocks out
+ * (heap_delayed_out): every walk ends, cycle or not. */
+page_t *heap_delayed_page(heap_t *heap, block_t *b, uint32_t *walked) {
     page_t *page = pagemap_page(b);          /* page_foreign: not in a segment */
-    if (page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
-        (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok_marked(page, b, DELAYED_MARK)) {
+    if (++*walked > DELAYED_WALK_MAX || page == &page_foreign || atomic_load_explicit(&page->heap, memory_order_relaxed) != heap ||
+        (page_flags(page) & PAGE_UNUSED) || !page_is_block_start(page, b) || !block_link_ok(page, b)) {
         strata_report("free()", "corrupted free list", b, "in the blocks handed over by other threads");
         return NULL;
     }
     return page;
 }
 
+/* A handed-over block may leave its page's count of blocks out only while
+ * that count is not 0: more hand-overs than blocks out is a block handed
+ * over twice (reported; the rest of the list is dropped).  Read by the
+ * owner, or by a collector for a full page (no fast path touches it). */
+bool heap_delayed_out(const page_t *page, const block_t *b) {
+    if (page->used != 0) return true;
+    strata_report("free()", "double free", b, "handed over twice");
+    return false;
+}
+
 /* Frees blocks other threads handed over through the delayed list.  Each
- * block is checked (a block start of a page this heap owns, link intact)
- * before it is read; a bad one is reported and the rest of the list is
- * dropped.  The walk ends: every step frees a block that was not free, and
- * a block met twice is a double free (page_free_local reports it). */
+ * block is checked (a block start of a page this heap owns, link intact,
+ * blocks out on its page) before it is read; a bad one is reported and the
+ * rest of the list is dropped (leaked: never handed out twice). */
 void heap_collect_delayed(heap_t *heap) {
     block_t *b = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
     if (!b && !atomic_load_explicit(&heap->pages_reset, memory_order_relaxed)) return;
@@ -553,9 +565,11 @@ void heap_collect_delayed(heap_t *heap) {
     atomic_store_explicit(&heap->delayed_pushes, 0, memory_order_relaxed);
     if (atomic_exchange_explicit(&heap->pages_reset, 0, memory_order_relaxed)) heap_return_reset_pages(heap);
     b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
+    uint32_t walked = 0;
     while (b) {
-        page_t *page = heap_delayed_page(heap, b);
+        page_t *page = heap_delayed_page(heap, b, &walked);
         if (!page) break;
+        if (!heap_delayed_out(page, b)) break;
         block_t *next = block_next(page, b);
         /* (Who frees into it counts from here: the owner collects.  Read
          * first: most blocks of a batch share a segment, and its header's
@@ -565,7 +579,7 @@ void heap_collect_delayed(heap_t *heap) {
             atomic_store_explicit(&seg->freer, NULL, memory_order_relaxed);
         if (atomic_load_explicit(&seg->handovers, memory_order_relaxed) != 0)
             atomic_store_explicit(&seg->handovers, 0, memory_order_relaxed);
-        if (!page_free_local(heap, page, b, "free()")) break;
+        page_free_local(heap, page, b);
         b = next;
     }
     heap_unlock(heap);

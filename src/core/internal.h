@@ -81,13 +81,19 @@
  *          hardened build, so a leaked free block shows no heap address);
  *   check  the next free block XOR-ed with the page's key.
  *
- * Every pop from a free list verifies check against link before the block
- * or its successor reaches anyone, so a write after free or an overflow into
- * a free block's first 16 bytes (even one byte) is caught as corruption,
- * never handed out.  The key has its top bit set, so check can never equal
- * link ^ key once malloc has zeroed it: a live block does not "look free",
- * and free() of a block that does is a double free (confirmed by a bounded
- * scan where the owner can do one; see free.c). */
+ * Every page's key ^ link_key is the same per-process random word,
+ * strata_free_sum (top bit set), and so is that of the foreign caches'
+ * pseudo pages: link ^ check == strata_free_sum means "free", whichever
+ * list the block waits on — its page's, a foreign cache of another thread,
+ * or its heap's hand-over list.  So a second free is caught wherever the
+ * first one put the block, by the owner's fast path too (one compare), as
+ * glibc catches its tcache's double frees by a per-process key in the
+ * block.  Every pop verifies the sum before the block or its successor
+ * reaches anyone, so a write after free or an overflow into a free block's
+ * first 16 bytes (even one byte) is caught as corruption, never handed
+ * out.  malloc zeroes check, and the sum has its top bit set, so a live
+ * block never looks free (but by a 2^-64 chance, or a program that copied
+ * a freed block's words into it). */
 typedef struct block_s {
     uintptr_t link;
     uintptr_t check;
@@ -251,21 +257,9 @@ static inline size_t page_area_of(const segment_t *seg, const page_t *page, uint
 #else
 #define PAGE_LINK_KEY(page) ((void)(page), (uintptr_t)0)
 #endif
-/* Blocks handed to the owner through its heap's delayed list are guarded
- * with DELAYED_MARK in the key, so they do not look free to the owner's
- * double-free test while they wait there (they are not in the page's lists
- * yet); page lists use mark 0. */
-#define DELAYED_MARK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
-static inline void block_link_marked(const page_t *page, block_t *b, const block_t *next, uintptr_t mark) {
-    b->link = (uintptr_t)next ^ PAGE_LINK_KEY(page);
-    b->check = (uintptr_t)next ^ page->key ^ mark;
-}
-static inline bool block_link_ok_marked(const page_t *page, const block_t *b, uintptr_t mark) {
-    /* (link ^ check) first: two loads and one compare with the key in memory */
-    return (b->link ^ b->check) == (PAGE_LINK_KEY(page) ^ page->key ^ mark);
-}
 static inline void block_set_next(const page_t *page, block_t *b, const block_t *next) {
-    block_link_marked(page, b, next, 0);
+    b->link = (uintptr_t)next ^ PAGE_LINK_KEY(page);
+    b->check = (uintptr_t)next ^ page->key;
 }
 static inline block_t *block_next(const page_t *page, const block_t *b) {
     return (block_t *)(b->link ^ PAGE_LINK_KEY(page));
@@ -273,7 +267,8 @@ static inline block_t *block_next(const page_t *page, const block_t *b) {
 /* The link is intact: true for every block on a page's free list, and (but
  * for a 2^-64 chance) for no live block. */
 static inline bool block_link_ok(const page_t *page, const block_t *b) {
-    return block_link_ok_marked(page, b, 0);
+    /* (link ^ check) first: two loads and one compare with the key in memory */
+    return (b->link ^ b->check) == (PAGE_LINK_KEY(page) ^ page->key);
 }
 /* The same test for free's fast path, with the key compared in memory: the
  * compiler would load it into a register once for this test and the push
@@ -426,6 +421,7 @@ void heap_note_refault(heap_t *heap, uint64_t purged_at);
 extern _Atomic(bool) strata_ready;  /* process init done */
 extern bool strata_check_mode;      /* STRATA_CHECK=1 at start */
 extern uint64_t strata_secret;      /* per-process random, for page keys */
+extern uintptr_t strata_free_sum;   /* link ^ check of every free block (block_t) */
 void strata_process_init(void);
 
 /* heap.c */
@@ -434,8 +430,12 @@ heap_t *heap_get_or_init_from(heap_t *prefer);
 void heap_abandon(heap_t *heap, bool force);
 void heap_collect_delayed(heap_t *heap);
 void heap_delayed_push(heap_t *heap, page_t *page, block_t *b);
-void heap_delayed_push_back(heap_t *heap, block_t *back);   /* a DELAYED_MARK list (remote.c) */
-page_t *heap_delayed_page(heap_t *heap, block_t *b);
+void heap_delayed_push_back(heap_t *heap, block_t *back, uint32_t n);   /* a list of mixed pages (remote.c) */
+/* Bound of a walk of a hand-over list (heap_delayed_page): far more blocks
+ * than full pages ever wait for, so only a list misuse looped reaches it. */
+#define DELAYED_WALK_MAX ((uint32_t)1 << 26)
+page_t *heap_delayed_page(heap_t *heap, block_t *b, uint32_t *walked);
+bool heap_delayed_out(const page_t *page, const block_t *b);
 void heap_direct_update(heap_t *heap, uint32_t cls);
 void heap_fork_prepare(void);
 void heap_fork_parent(void);
@@ -483,8 +483,7 @@ void *heap_meta_alloc(size_t size);   /* heap metadata, never freed (reused with
 void foreign_init_process(void);
 void heap_foreign_init(heap_t *heap);
 void heap_foreign_flush(heap_t *heap);
-extern uintptr_t foreign_link_sum;   /* link ^ check of a block in a foreign cache */
-static inline bool block_in_foreign_cache(const block_t *b) { return (b->link ^ b->check) == foreign_link_sum; }
+size_t heap_foreign_check(const heap_t *heap);   /* strata_heap_check (foreign.c) */
 bool heap_owner_idle(const heap_t *heap);
 
 /* page.c */
@@ -507,10 +506,10 @@ uint32_t heap_count_kept(heap_t *heap);
 bool heap_release_kept_all(heap_t *heap);
 bool heap_release_retained(heap_t *heap, uint32_t cls);
 block_t *page_block_start(const page_t *page, const void *p);
-bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call);
+void page_free_local(heap_t *heap, page_t *page, block_t *b);
 void page_setup_keys(page_t *page);
 void page_repair(page_t *page, const char *call, const void *bad);
-bool page_holds_free(page_t *page, const block_t *b);
+void page_verify_lists(heap_t *heap, page_t *page, const char *call);
 size_t page_check(const page_t *page, bool owner_view);
 
 /* segment.c */
@@ -535,6 +534,14 @@ bool segment_check_toggle_free(segment_t *seg, const void *block, bool freeing);
 bool segment_check_is_live(segment_t *seg, const void *block);   /* STRATA_CHECK bit, read only */
 size_t segment_check_abandoned(void);
 
+/* guard.c: the hardened build names a fault in a guard page before it ends
+ * (nothing to install, and no call into cold text, in the default build) */
+#if defined(STRATA_SECURE)
+void guard_handler_install(void);
+#else
+static inline void guard_handler_install(void) {}
+#endif
+
 /* check.c */
 size_t segment_check(const segment_t *seg, const heap_t *owner);
 
@@ -543,6 +550,10 @@ size_t segment_check(const segment_t *seg, const heap_t *owner);
 void canary_set(page_t *page, block_t *b, size_t end);
 size_t canary_end(page_t *page, block_t *b);
 bool canary_check(page_t *page, block_t *b, const void *p, const char *call);
+
+/* glibc.c: pointers glibc's malloc handed out (free, realloc, usable size) */
+size_t glibc_usable_size(const void *p);   /* 0: not a glibc block in use */
+bool glibc_free(void *p);                  /* false: not one (nothing done) */
 
 /* alloc.c / free.c */
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);

@@ -11,12 +11,15 @@
 
 /* Keys depend only on the secret and the page's address, so they stay the
  * same however often the segment is set up again: a remote free that reads
- * a key never races with a change of it. */
+ * a key never races with a change of it.  key ^ link_key is the process's
+ * strata_free_sum (block_t); the hardened build's link_key, which hides
+ * the addresses, is the page's own (top bit clear, so key keeps the sum's
+ * top bit and no pointer equals it). */
 void page_setup_keys(page_t *page) {
-    page->key = os_mix64(strata_secret ^ (uintptr_t)page) | ((uintptr_t)1 << 63);
 #if defined(STRATA_SECURE)
-    page->link_key = os_mix64(page->key ^ strata_secret);
+    page->link_key = os_mix64(strata_secret ^ (uintptr_t)page) & ~((uintptr_t)1 << 63);
 #endif
+    page->key = PAGE_LINK_KEY(page) ^ strata_free_sum;
 }
 
 #if defined(STRATA_SECURE)
@@ -212,33 +215,45 @@ static bool page_list_scattered(const page_t *page) {
     return false;
 }
 
-/* Takes the blocks other threads freed (thread_free) onto local_free, and
- * local_free onto free when free is empty.  Owner only.  The remote list
- * is walked anyway (to count what it gives back); the walk is bounded by
- * the blocks the page has handed out and never leaves the page, so a
- * double free from another thread (a cycle) or a link pointing elsewhere
- * is reported here and can never make the walk run away.  (Each link's
- * check word is verified when the block is popped.) */
 /* Takes the remote list out of tf onto local_free: the walk behind
- * page_collect and page_collect_full, bounded by the blocks out and by the
- * page's span (see page_collect). */
+ * page_collect and page_collect_full.  The list is walked anyway (to count
+ * what it gives back); the walk is bounded by the blocks the page has
+ * handed out, never leaves the page and checks every link, so a block
+ * pushed twice (a cycle) or a link pointing elsewhere is reported here and
+ * can never make the walk run away or reach the page's lists. */
 static void page_take_remote(page_t *page, uintptr_t tf) {
     block_t *head = (block_t *)(tf & ~(uintptr_t)3);
-    block_t *tail = NULL;
+    block_t *tail = NULL, *before_tail = NULL;
     uint32_t n = 0, used = page->used;
     uintptr_t start = (uintptr_t)page->start, span = page->span;   /* only the owner (or the locked collector) changes them */
     for (block_t *b = head; b; b = block_next(page, b)) {
-        const char *what = NULL;
-        if (n >= used) what = "double free";                         /* more frees than blocks out */
-        else if ((uintptr_t)b - start >= span) what = "corrupted free list";
-        if (what) {
-            strata_report("free()", what, b, NULL);
-            /* warn mode: what follows is dropped; those blocks stay
-             * counted as in use (leaked, never handed out twice). */
+        if (n >= used) {
+            /* More frees than blocks out: a block pushed twice, maybe a
+             * cycle, so any of the blocks walked may be a repeat.  Warn
+             * mode: all of them are dropped (leaked: counted in use, never
+             * handed out twice). */
+            strata_report("free()", "double free", b, NULL);
+            return;
+        }
+        /* (In the page is enough to read it: the sum is checked next, and
+         * a pop checks the block start where a forged link matters.) */
+        bool astray = (uintptr_t)b - start >= span;
+        if (astray || !block_link_ok(page, b)) {
+            /* No cycle reaches a broken link: the blocks before it are
+             * distinct and kept; the block whose words were overwritten
+             * (named: a link astray is the previous block's, never an
+             * address read from the program) and what follows are dropped. */
+            if (astray && tail) {
+                b = tail;
+                tail = before_tail;
+                n--;
+            }
+            strata_report("free()", "corrupted free list", b, NULL);
             if (tail) block_set_next(page, tail, NULL);
             else head = NULL;
             break;
         }
+        before_tail = tail;
         tail = b;
         n++;
     }
@@ -249,6 +264,8 @@ static void page_take_remote(page_t *page, uintptr_t tf) {
     page->used -= n;
 }
 
+/* Takes the blocks other threads freed (thread_free) onto local_free, and
+ * local_free onto free when free is empty.  Owner only. */
 void page_collect(page_t *page) {
     uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     if (tf & ~(uintptr_t)3) {
@@ -352,20 +369,23 @@ void page_repair(page_t *page, const char *call, const void *bad) {
     page->lost = page->capacity - page->used - n;
 }
 
-/* Is b on one of the page's free lists?  Confirms a suspected double free
- * by the owner: bounded walks of free, local_free and thread_free (whose
- * blocks no other thread changes once pushed). */
-bool page_holds_free(page_t *page, const block_t *b) {
-    block_t *lists[3] = {page->free, page->local_free,
-                         (block_t *)(atomic_load_explicit(&page->thread_free, memory_order_acquire) & ~(uintptr_t)3)};
-    for (int l = 0; l < 3; l++) {
-        uint32_t n = 0;
-        for (block_t *x = lists[l]; x && n <= page->capacity; x = block_next(page, x), n++) {
-            if (x == b) return true;
-            if (!page_is_block_start(page, x) || !block_link_ok(page, x)) break;
-        }
+/* An overflow out of a block of the page was reported (canary.c): it may
+ * have run into a free neighbour, whose broken link would otherwise be
+ * found only when popped (and by strata_heap_check meanwhile, against the
+ * report).  The owner verifies the page's lists at once and repairs them
+ * (page_repair reports the neighbour); another thread cannot walk them,
+ * and the pop still catches it there. */
+void page_verify_lists(heap_t *heap, page_t *page, const char *call) {
+    if (heap == &heap_empty) return;
+    heap_lock(heap);   /* a full page may have a collector at it */
+    if (atomic_load_explicit(&page->heap, memory_order_relaxed) == heap) {
+        if (!(page_flags(page) & PAGE_FULL)) page_collect(page);   /* the remote list too (checked as taken) */
+        block_t *bad;
+        list_count(page, page->free, page->capacity, &bad, NULL);
+        if (!bad) list_count(page, page->local_free, page->capacity, &bad, NULL);
+        if (bad) page_repair(page, call, bad);
     }
-    return false;
+    heap_unlock(heap);
 }
 
 /* Verifies one page's books; prints each problem and returns how many.
@@ -680,8 +700,8 @@ search:;
 
 /* The owner frees b into its page, off the fast path: the page may be full
  * or become empty.  (Also used for blocks handed over by other threads.)
- * False when b was already free (reported). */
-bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call) {
+ * b was checked live (free.c) or taken off the hand-over list (heap.c). */
+void page_free_local(heap_t *heap, page_t *page, block_t *b) {
     /* A full page may have a collector at it (heap_collect_remote), or
      * have gone to another heap with its segment while this thread slept
      * (takeover.c): under the lock it is still this heap's, or the block
@@ -694,12 +714,7 @@ bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call) {
     if (unlikely(atomic_load_explicit(&page->heap, memory_order_relaxed) != heap)) {
         if (full) heap_unlock(heap);
         free_remote(page, b);
-        return true;
-    }
-    if (block_link_ok(page, b) && page_holds_free(page, b)) {
-        strata_report(call, "double free", b, NULL);
-        if (full) heap_unlock(heap);
-        return false;
+        return;
     }
     block_set_next(page, b, page->local_free);
     page->local_free = b;
@@ -709,7 +724,6 @@ bool page_free_local(heap_t *heap, page_t *page, block_t *b, const char *call) {
         heap_unlock(heap);
     }
     if (page->used == 0) page_retire(heap, page);
-    return true;
 }
 
 /* Start of the block holding p (p may point inside it: aligned allocations). */

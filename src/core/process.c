@@ -24,6 +24,7 @@
 _Atomic(bool) strata_ready;
 bool strata_check_mode;
 uint64_t strata_secret;
+uintptr_t strata_free_sum;
 
 void heap_init_process(void);
 void fork_handlers_install(void);
@@ -40,6 +41,7 @@ void strata_process_init(void) {
     options_init();
     strata_check_mode = opt(STRATA_OPTION_CHECK) != 0;
     strata_secret = os_random_u64();
+    strata_free_sum = os_mix64(strata_secret ^ 0x66726565ULL) | ((uintptr_t)1 << 63);
     if (segmap_init() != 0) strata_fatal("cannot map the segment map");
     /* Limits: the memory limit stated by hand (else the cgroup's is read
      * when first needed); both tiers give memory back when a map fails. */
@@ -52,6 +54,7 @@ void strata_process_init(void) {
     atomic_store_explicit(&strata_ready, true, memory_order_release);
     atomic_store(&init_state, 2);
     fork_handlers_install();   /* only now: it may call malloc */
+    guard_handler_install();
     if (opt(STRATA_OPTION_VERBOSE)) {
         strata_message("strata: version %d.%d.%d, %d NUMA node(s)\n", STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR,
                        STRATA_VERSION_PATCH, os_numa_node_count());

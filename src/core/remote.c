@@ -70,14 +70,17 @@ void heap_collect_remote(heap_t *heap) {
      * a look, and kept its segments: core_takeover failed 1 run in 8.) */
     block_t *b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
     block_t *back = NULL;   /* for the owner */
+    uint32_t walked = 0, nback = 0;
     while (b) {
-        page_t *page = heap_delayed_page(heap, b);
+        page_t *page = heap_delayed_page(heap, b, &walked);
         if (!page) break;
         block_t *next = block_next(page, b);
         if (!(page_flags(page) & PAGE_FULL)) {
-            block_link_marked(page, b, back, DELAYED_MARK);   /* (a list of mixed pages, as the heap's) */
+            block_set_next(page, b, back);   /* (a list of mixed pages, as the heap's) */
             back = b;
+            nback++;
         } else {
+            if (!heap_delayed_out(page, b)) break;
             block_set_next(page, b, page->local_free);
             page->local_free = b;
             page->used--;
@@ -85,13 +88,13 @@ void heap_collect_remote(heap_t *heap) {
         }
         b = next;
     }
-    heap_delayed_push_back(heap, back);
+    heap_delayed_push_back(heap, back, nback);
 }
 
-/* Puts a list of blocks (linked with DELAYED_MARK, of mixed pages) back on
+/* Puts a list of n blocks (each linked with its own page's keys) back on
  * the heap's delayed list, one push each: the owner collects them later. */
-void heap_delayed_push_back(heap_t *heap, block_t *back) {
-    while (back) {
+void heap_delayed_push_back(heap_t *heap, block_t *back, uint32_t n) {
+    for (; back && n > 0; n--) {
         page_t *page = pagemap_page(back);
         block_t *next = block_next(page, back);
         heap_delayed_push(heap, page, back);

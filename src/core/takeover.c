@@ -102,21 +102,24 @@ static bool in_set(segment_t *const *set, uint32_t n, const segment_t *s) {
 static void drain_delayed(heap_t *from, segment_t *const *set, uint32_t n) {
     block_t *b = atomic_exchange_explicit(&from->delayed_free, NULL, memory_order_acquire);
     block_t *back = NULL;
+    uint32_t walked = 0, nback = 0;
     while (b) {
-        page_t *page = heap_delayed_page(from, b);
+        page_t *page = heap_delayed_page(from, b, &walked);
         if (!page) break;
         block_t *next = block_next(page, b);
         if (in_set(set, n, segment_of(page))) {
+            if (!heap_delayed_out(page, b)) break;
             block_set_next(page, b, page->local_free);
             page->local_free = b;
             page->used--;
         } else {
-            block_link_marked(page, b, back, DELAYED_MARK);
+            block_set_next(page, b, back);
             back = b;
+            nback++;
         }
         b = next;
     }
-    heap_delayed_push_back(from, back);
+    heap_delayed_push_back(from, back, nback);
 }
 
 /* Takes over from's segments whose pages in use are all in its full queue,
