@@ -504,7 +504,8 @@ static void page_keep_stamp(heap_t *heap, page_t *page, long delay) {
  * gives them back once the delay is over.  With a zero delay only the
  * class's only page is kept (for one tick).
  *
- * One kept page per class (and the fast path's own): a page emptied while
+ * With the background purge on (STRATA_BACKGROUND_PURGE=1), one kept page
+ * per class (and the fast path's own): a page emptied while
  * its class keeps one already goes back to its segment, unused but still
  * resident, where the next page of any class of its kind reuses it before
  * fresh memory (segment_page_alloc) and is purged on the same clock.  The
@@ -512,7 +513,11 @@ static void page_keep_stamp(heap_t *heap, page_t *page, long delay) {
  * segment's unused pages only under the heap lock, so another thread may
  * purge them when the owner sleeps (the background purge, heap.c).  Pages
  * kept in the queues would stay resident as long as their owner sleeps:
- * 300 MiB of freed 64 KiB blocks for as long as an MPI rank waited. */
+ * 300 MiB of freed 64 KiB blocks for as long as an MPI rank waited.  Off
+ * by default: the pages given back are set up again when their class
+ * refills, which cost malloc-sizes 16 % more instructions (recycle and
+ * Larson with one worker twice the time, side by side), so a program that
+ * sleeps holding freed memory asks for the trade. */
 static bool class_keeps_one(const page_queue_t *q, const page_t *page) {
     /* Kept pages go to the back, and so do pages that were full
      * (page_unfull): the one kept is last, or next to this one there. */
@@ -528,7 +533,7 @@ static noinline void page_retire_slow(heap_t *heap, page_t *page) {
     /* Kept for reuse only if it is where this thread runs now: a page of
      * another node (the thread moved, or adopted it) goes back at once. */
     if (!(page_flags(page) & PAGE_FULL) && (delay != 0 || (q->first == page && q->last == page)) &&
-        (page == heap->class_page[cls] || !class_keeps_one(q, page)) && !numa_misplaced(numa_heap_node(heap), page)) {
+        (page == heap->class_page[cls] || !opt(STRATA_OPTION_BACKGROUND_PURGE) || !class_keeps_one(q, page)) && !numa_misplaced(numa_heap_node(heap), page)) {
         page_keep_stamp(heap, page, delay);
         if (page != q->first && page != q->last) {
             page_queue_remove(q, page);
