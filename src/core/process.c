@@ -14,6 +14,7 @@
 #include "internal.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../large/large.h"
@@ -58,6 +59,14 @@ void strata_process_init(void) {
     if (opt(STRATA_OPTION_VERBOSE)) {
         strata_message("strata: version %d.%d.%d, %d NUMA node(s)\n", STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR,
                        STRATA_VERSION_PATCH, os_numa_node_count());
+        /* The limits the caches yield to, as read here (a job's cgroup
+         * under Slurm's --mem, STRATA_MEMORY_LIMIT, ulimit -v). */
+        size_t lim[2] = {os_memory_limit(), os_as_limit()};
+        char text[2][32];
+        for (int i = 0; i < 2; i++)
+            if (lim[i] == SIZE_MAX) snprintf(text[i], sizeof text[i], "none");
+            else snprintf(text[i], sizeof text[i], "%zu bytes", lim[i]);
+        strata_message("strata: memory limit %s, address space limit %s\n", text[0], text[1]);
         options_print();
     }
 }

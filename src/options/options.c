@@ -48,7 +48,7 @@ static const char *const sb_zero_words[] = {"copy", "map", NULL};
 /* Keep in the order of strata_option_t. */
 static const opt_desc table[STRATA_OPTION_COUNT] = {
     {"SHOW_STATS", KIND_BOOL, 0, 0, 1, NULL, "print statistics at exit"},
-    {"VERBOSE", KIND_BOOL, 0, 0, 1, NULL, "print the options in force at start"},
+    {"VERBOSE", KIND_BOOL, 0, 0, 1, NULL, "print the limits read and the options in force at start"},
     {"LARGE_THRESHOLD", KIND_SIZE, 128 * 1024, 0, 128 * 1024, NULL,
      "requests of this many bytes or more go to the large tier (max 128 KiB)"},
     {"PURGE_DELAY_MS", KIND_INT, 10, -1, 3600 * 1000, NULL,

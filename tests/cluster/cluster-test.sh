@@ -139,14 +139,17 @@ check_limit() {
   local mem=256 limit
   limit=$((mem << 20))
   new_job openmpi limit
-  export STRATA_SB_DIR=/tmp STRATA_SB_BUDGET=auto
+  export STRATA_SB_DIR=/tmp STRATA_SB_BUDGET=auto STRATA_VERBOSE=1
   run_doc mpi.md slurm-mem 120 -n4 --mem=${mem}M || { fail "srun --mem failed"; show; }
-  unset STRATA_SB_DIR STRATA_SB_BUDGET
+  unset STRATA_SB_DIR STRATA_SB_BUDGET STRATA_VERBOSE
   local want=$((limit - limit / 4))   # Strata's auto budget below 512 MiB: a quarter of headroom
-  if [ "$(count "cgroup_limit=$limit sb_budget=$want\$")" -eq 4 ]; then
-    note "4 ranks on 2 nodes read the cgroup limit $limit, Strata's auto budget $want"
+  if [ "$(count "cgroup_limit=$limit sb_budget=$want\$")" -eq 4 ] &&
+     [ "$(count "^strata: memory limit $limit bytes,")" -ge 4 ] &&   # (every process of a rank says it)
+     [ "$(count "^strata: memory limit ")" -eq "$(count "^strata: memory limit $limit bytes,")" ]; then
+    note "4 ranks on 2 nodes read the cgroup limit $limit (STRATA_VERBOSE says so), Strata's auto budget $want"
   else
-    fail "not every rank saw cgroup_limit=$limit and sb_budget=$want"; show
+    fail "not every rank saw cgroup_limit=$limit (STRATA_VERBOSE's 'memory limit' line) and sb_budget=$want"
+    grep -E "memory limit|cgroup_limit" "$job/out" | sed 's/^/    | /'; show
   fi
 
   # Caches capped by the limit: waves of 1 MiB and 64 KiB blocks that glibc

@@ -104,6 +104,13 @@ case("STRATA_TRACE_FILE and STRATA_TEST_SECONDS are quiet",
      {"STRATA_TRACE_FILE": "", "STRATA_TEST_SECONDS": "1", "STRATA_REPLAY_ALLOCATOR": "x"}, "VERBOSE", 0)
 case("variables other parts read (STRATA_SB_DIR, STRATA_MEMORY_LIMIT) are quiet",
      {"STRATA_SB_DIR": "/tmp", "STRATA_MEMORY_LIMIT": "1g"}, "VERBOSE", 0)
+# STRATA_VERBOSE=1 says which limits the caches yield to, as read at start.
+values, err = run({"STRATA_VERBOSE": "1", "STRATA_MEMORY_LIMIT": "100m"}, ["VERBOSE"])
+if "strata: memory limit 104857600 bytes, address space limit " not in err:
+    failures += 1
+    print("FAIL  STRATA_VERBOSE names the memory limit: %r" % err[:300])
+else:
+    print("ok    STRATA_VERBOSE names the memory limit")
 # Two problems: two lines, each once.
 values, err = run({"STRATA_PURGE_DELAY": "5", "STRATA_NUMA": "9"}, ["NUMA"])
 if sorted(l.split()[1] for l in err.splitlines()) != ['STRATA_NUMA="9"', "STRATA_PURGE_DELAY"]:
