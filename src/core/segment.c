@@ -156,13 +156,18 @@ static page_t *segment_page_at(const void *seg, size_t granule) {
  * pages are touched as they are used).  Under one, address space is what
  * runs out, and a segment maps only the front of its 4 MiB chunk (its
  * extent; the rest of the chunk is left to other mappings):
- *  - as much as the heap already has of that kind, so a heap's segments
- *    double in size as it uses more, from SEGMENT_MIN_EXTENT (512 KiB: 8
- *    small pages, or one medium page), and at most an eighth of the
- *    address space left: a thread that uses a few small classes holds
- *    512 KiB of address space, not 4 MiB, one that uses many holds at
- *    most twice what it uses, and near the limit most of what is left
- *    stays for the program's own mappings;
+ *  - small segments: as much as the heap already has of that kind, so a
+ *    heap's small segments double in size as it uses more, from
+ *    SEGMENT_MIN_EXTENT (512 KiB: 8 small pages): a thread that uses a few
+ *    small classes holds 512 KiB of address space, not 4 MiB, and one
+ *    that uses many holds at most twice what it uses;
+ *  - medium segments: whole, as without a limit.  The header takes the
+ *    front of a segment's first page, which then holds one block fewer
+ *    (7 of 64 KiB, not 8): in one-page medium segments that is an eighth
+ *    of the bytes, and many threads that each fill a few medium pages
+ *    would keep starting their heaps' segments over at one page;
+ *  - either at most an eighth of the address space left, so near the
+ *    limit most of what is left stays for the program's own mappings;
  *  - when the limit refuses that, halved down to one page of the kind
  *    (64 KiB for small pages), so the last address space below the limit
  *    still holds pages, where a 4 MiB unit no longer fits.
@@ -181,12 +186,13 @@ static size_t segment_extent_wanted(const heap_t *heap, segment_kind kind) {
     size_t have = 0;
     for (const segment_t *s = heap->segments[kind]; s; s = s->next) have += s->extent;
     /* At most an eighth of the address space left, as the large tier's
-     * reservations (down to one page of the kind), doubling as the heap
-     * grows: near the limit a segment's untouched tail is address space
-     * the program's own mappings (an interpreter's arenas, a library's)
-     * could not have (python under ulimit -v 20M: its first medium block
-     * mapped a whole 4 MiB segment, and its 1 MiB arenas were refused). */
-    size_t room = os_as_free() / 8, e = SEGMENT_MIN_EXTENT;
+     * reservations (down to one page of the kind), small ones doubling as
+     * the heap grows: near the limit a segment's untouched tail is
+     * address space the program's own mappings (an interpreter's arenas,
+     * a library's) could not have (python under ulimit -v 20M: its first
+     * medium block mapped a whole 4 MiB segment, and its 1 MiB arenas
+     * were refused). */
+    size_t room = os_as_free() / 8, e = kind == SEG_MEDIUM ? SEGMENT_SIZE : SEGMENT_MIN_EXTENT;
     while (e > segment_extent_min(kind) && e > room) e >>= 1;
     while (e < have && e < SEGMENT_SIZE && e * 2 <= room) e <<= 1;
     return e < SEGMENT_SIZE ? e : SEGMENT_SIZE;

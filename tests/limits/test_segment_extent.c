@@ -4,7 +4,8 @@
  * blocks are served until the address space left is less than the
  * smallest segment (a 4 MiB unit no longer fits near the limit, and that
  * last part used to be left unused); 48 threads with a block each fit in
- * 40 MiB.  Without a limit segments are whole.
+ * 40 MiB; a heap's first medium segment is whole while an eighth of the
+ * room allows it.  Without a limit segments are whole.
  * Linked with the static library to look at the segments.
  */
 #include <pthread.h>
@@ -38,10 +39,21 @@ static void *limited(void *arg) {
     size_t ext = small_extents();
     fprintf(stderr, "small segments: %zu KiB for %zu KiB of blocks\n", ext / KiB, n * 2 * KiB / KiB);
     CHECK(ext >= 3 * MiB && ext <= 2 * 3 * MiB + 512 * KiB);
+    /* The first medium segment is whole, or the largest halving of it
+     * within an eighth of the address space left: not one medium page,
+     * whose header leaves room for 7 blocks of 64 KiB instead of 8 (many
+     * threads that each fill a few medium pages lost an eighth of them). */
+    size_t room = os_as_free() / 8, want = SEGMENT_SIZE;
+    while (want > 512 * KiB && want > room) want >>= 1;
+    CHECK(room >= 1 * MiB);   /* (so want is more than one page) */
+    void *head = malloc(64 * KiB);
+    CHECK(head && segment_of(head)->extent == want && want > 512 * KiB);
+    fprintf(stderr, "first medium segment: %zu KiB (an eighth of the room: %zu KiB)\n",
+            head ? segment_of(head)->extent / KiB : 0, room / KiB);
+    if (head) *(void **)head = NULL;
+    size_t served = head ? 64 * KiB : 0;
     /* 64 KiB blocks (medium segments) until NULL: what is left unmapped
      * is less than the smallest segment, plus a page of slack. */
-    void *head = NULL;
-    size_t served = 0;
     for (;;) {
         void **p = malloc(64 * KiB);
         if (!p) break;
