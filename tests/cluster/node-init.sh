@@ -12,7 +12,28 @@
 set -eu
 name=$1 hosts=$2 ready=$3
 mount --make-rprivate /
+# The source and build trees may lie under /tmp (a checkout there, as CI's
+# may be): the trees the node needs (its scripts, the run directory, the
+# programs and libraries) stay visible under its private /tmp, bound from
+# the machine's /tmp before that is covered.
+keep=()
+for p in "$(cd "$(dirname "$0")" && pwd)" "$hosts" "$ready" ${CLUSTER_KEEP:-}; do
+  case $p in /tmp/?*) r=${p#/tmp/}; keep+=("/tmp/${r%%/*}") ;; esac
+done
+old=""
+if [ ${#keep[@]} -gt 0 ]; then
+  old=$(mktemp -d /dev/shm/strata-node-tmp.XXXXXX)
+  mount --bind /tmp "$old"
+fi
 mount -t tmpfs -o mode=1777 tmpfs /tmp
+if [ -n "$old" ]; then
+  for k in $(printf '%s\n' "${keep[@]}" | sort -u); do
+    mkdir -p "$k"
+    mount --bind "$old/${k#/tmp/}" "$k"
+  done
+  umount "$old"
+  rmdir "$old"
+fi
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mount -t tmpfs -o mode=755 tmpfs /run
 mount -t sysfs sysfs /sys
