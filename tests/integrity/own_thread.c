@@ -12,7 +12,6 @@
  * the program's.  It starts the purge thread (the option is off until
  * then: no start from the frees' housekeeping), waits for it, and frees
  * every block again in warn mode: each must be reported. */
-#include <dirent.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,19 +21,13 @@
 #include <strata.h>
 #include <unistd.h>
 
+#include "common/procfs.h"
+
 #define MAX_BLOCKS 4096
 
 static void *blocks[MAX_BLOCKS];
 static int nblocks, started;
 static _Atomic int phase;
-
-static int thread_count(void) {
-    DIR *d = opendir("/proc/self/task");
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
-    if (d) closedir(d);
-    return n;
-}
 
 static void *worker(void *arg) {
     (void)arg;
@@ -51,7 +44,7 @@ static void *worker(void *arg) {
     for (int i = 0; i < nblocks; i++) free(blocks[i]);
     strata_option_set(STRATA_OPTION_BACKGROUND_PURGE, 1);
     free(malloc((size_t)4 << 20));   /* a large block freed: the purge thread starts here */
-    /* (main waits for it: opendir would allocate in this heap) */
+    /* (main waits for it: nothing else allocates in this heap meanwhile) */
     atomic_store(&phase, 1);
     while (atomic_load(&phase) != 2) usleep(1000);
     for (int i = 0; i < nblocks; i++) free(blocks[i]);   /* every one a double free */
@@ -72,8 +65,8 @@ int main(void) {
     pthread_t t;
     if (pthread_create(&t, NULL, worker, NULL) != 0) return 2;
     while (atomic_load(&phase) != 1) usleep(1000);
-    for (int i = 0; i < 250 && thread_count() < 3; i++) usleep(20000);
-    started = thread_count() >= 3;
+    for (int i = 0; i < 250 && proc_thread_count() < 3; i++) usleep(20000);
+    started = proc_thread_count() >= 3;
     atomic_store(&phase, 2);
     pthread_join(t, NULL);
     dup2(saved, 2);
