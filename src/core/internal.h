@@ -445,6 +445,11 @@ void heap_visit_all(heap_visit_fn *fn, void *arg);
 void heap_maintain(heap_t *heap);
 void heap_process_tick(uint64_t wall);
 void heap_purge_sleepers(void);
+/* onnode.c: while the library makes a thread of its own, the calling
+ * thread allocates from a heap that holds no block of the program's
+ * (glibc allocates the new thread's DTV); false if none could be made. */
+bool heap_apart_enter(heap_t **saved);
+void heap_apart_leave(heap_t *saved);
 /* purge_thread.c: the background purge */
 void purge_thread_poke(const heap_t *heap);
 void purge_thread_want(void);

@@ -97,7 +97,12 @@ static void bg_start(void) {
         /* The thread inherits the mask: the program's signals go to its own threads. */
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
+        /* What glibc allocates for it (its DTV) comes from a heap that
+         * holds no program block (onnode.c says why). */
+        heap_t *saved;
+        bool apart = heap_apart_enter(&saved);
         e = pthread_create(&t, &attr, bg_main, NULL);
+        if (apart) heap_apart_leave(saved);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         pthread_attr_destroy(&attr);
     }

@@ -9,7 +9,6 @@
  * No timed assertion: each drop is polled for up to 5 s (the purge delay
  * is 10 ms); the one thing checked over a fixed time is that nothing goes
  * back while the option is off, which load cannot change. */
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,8 @@
 #include <strata.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "common/procfs.h"
 
 #include "core/check.h"
 
@@ -31,14 +32,6 @@ static size_t rss(void) {
         fclose(f);
     }
     return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
-}
-
-static int thread_count(void) {
-    DIR *d = opendir("/proc/self/task");
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
-    if (d) closedir(d);
-    return n;
 }
 
 /* Allocates mb MiB of 64 KiB blocks, all touched, and frees them. */
@@ -68,7 +61,7 @@ static size_t base;
 
 static void no_thread_before_anything_is_freed(void) {
     /* (The constructor gave this thread its heap: nothing was freed yet.) */
-    CHECK(thread_count() == 1);
+    CHECK(proc_thread_count() == 1);
 }
 
 static void freed_memory_goes_back_while_the_thread_sleeps(void) {
@@ -79,7 +72,7 @@ static void freed_memory_goes_back_while_the_thread_sleeps(void) {
     fprintf(stderr, "  RSS %zu MiB at start, %zu MiB after the frees, %zu MiB after waiting\n", base / MIB,
             after / MIB, r / MIB);
     CHECK(r <= base + 32 * MIB);
-    CHECK(thread_count() == 2);   /* the background purge */
+    CHECK(proc_thread_count() == 2);   /* the background purge */
 }
 
 static void the_option_turns_it_off_and_on(void) {
@@ -104,7 +97,7 @@ static void a_forked_child_purges_too(void) {
         size_t b = rss();
         churn(100);
         size_t r = wait_rss_below(b + 32 * MIB);
-        _exit(r <= b + 32 * MIB && thread_count() == 2 ? 0 : 1);
+        _exit(r <= b + 32 * MIB && proc_thread_count() == 2 ? 0 : 1);
     }
     int status = 0;
     CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
@@ -117,7 +110,7 @@ static void pthread_exit_from_main_still_ends_the_process(void) {
     pid_t pid = fork();
     if (pid == 0) {
         churn(50);
-        for (int i = 0; i < 250 && thread_count() < 2; i++) usleep(20000);   /* (it is started) */
+        for (int i = 0; i < 250 && proc_thread_count() < 2; i++) usleep(20000);   /* (it is started) */
         pthread_exit(NULL);
     }
     int status = 0;
