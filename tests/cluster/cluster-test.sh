@@ -116,8 +116,18 @@ check_mpi() {
   # while they are flushed at close; docs/notes/cluster.md): its runs are cut
   # short, and a run that printed every rank's line and the result counts,
   # the hang noted.
-  local limit=120; [ $flavor = mpich ] && limit=30
-  run_plain $limit srun --mpi=$pmi -N2 -n4 ./app; rc=$?
+  local limit=120 try; [ $flavor = mpich ] && limit=30
+  # MPICH's UCX gave up at once ("Destination is unreachable", only lo seen)
+  # in runs started right after the cluster came up: tried again, at most
+  # twice, 5 s apart, when it failed within 10 s.
+  for try in 1 2 3; do
+    local t0=$SECONDS
+    run_plain $limit srun --mpi=$pmi -N2 -n4 ./app; rc=$?
+    [ $rc -ne 0 ] && [ $flavor = mpich ] && [ $((SECONDS - t0)) -lt 10 ] && [ $try -lt 3 ] &&
+      grep -q "Destination is unreachable" "$job/out" || break
+    note "srun under glibc: UCX found no transport (try $try), again in 5 s"
+    sleep 5
+  done
   [ $rc -eq 0 ] || finalize_hang $rc || { fail "srun under glibc failed"; show; return; }
   plain=$(result_of)
   [ -n "$plain" ] && [ "$(count 'strata=0')" -eq 4 ] || { fail "glibc run: no result or not 4 ranks"; show; return; }
@@ -379,16 +389,6 @@ on_signal() { trap - EXIT INT TERM; cluster_down; echo "cluster-test: interrupte
 if [ "$checks" = prereqs ]; then   # needs no cluster
   current=prereqs; check_prereqs
   [ -z "$failed" ] && { echo "PASS: prereqs"; exit 0; } || exit 1
-fi
-# The nodes mount their own /tmp and keep a tree of /tmp visible by binding it
-# (node-init.sh).  From such a tree MPICH's UCX found no transport between the
-# nodes (only self and tcp/lo: "Destination is unreachable") in every run here,
-# for a reason not found; Open MPI and the other checks run.
-if [ "$checks" = mpi_mpich ]; then
-  case $(cd "$B" && pwd -P) in /tmp/*)
-    echo "SKIP: mpi_mpich: the build tree is under /tmp, where MPICH's UCX finds no transport between the nodes"
-    exit 77 ;;
-  esac
 fi
 if [ -z "${CLUSTER_DIR:-}" ]; then
   CLUSTER_DIR=$B/tests/cluster/run.$$

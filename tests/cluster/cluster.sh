@@ -209,6 +209,15 @@ cluster_up() {
   on node1 ip addr add $CLUSTER_NET.1/24 dev eth0 && on node1 ip link set eth0 up &&
   on node2 ip addr add $CLUSTER_NET.2/24 dev eth0 && on node2 ip link set eth0 up ||
     { cluster_fail "cannot configure the veth pair"; return 1; }
+  # Up means up on both ends (the carrier too): an MPI library that lists its
+  # network devices at once (MPICH's UCX) otherwise found only lo.
+  local t
+  for n in $CLUSTER_NODES; do
+    for t in $(seq 100); do
+      [ "$(on "$n" cat /sys/class/net/eth0/operstate 2>/dev/null)" = up ] && break
+      sleep 0.1
+    done
+  done
   for n in $CLUSTER_NODES; do start_daemons "$n" || return 1; done
   for n in $CLUSTER_NODES; do
     setsid setpriv --pdeathsig KILL python3 "$CLUSTER_SRC/launch.py" serve "$CLUSTER_DIR" "$n" > "$CLUSTER_DIR/log/launch-$n.log" 2>&1 &
