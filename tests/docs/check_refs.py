@@ -7,7 +7,8 @@ include/, mpi/ and tools/ must exist; every function or option named in
 them that looks like one of Strata's (a strata_/STRATA_ name, or a name()
 with an underscore) must occur in the code; and none of that text names an
 issue or a development stop, which mean nothing to a reader of the code.
-docs/notes/ is the development record and is exempt from the last rule.
+docs/notes/, the development record, follows the same rules (a tool's
+quoted output, as Slurm's "task 2:", is no issue).
 """
 import os
 import re
@@ -21,7 +22,7 @@ PATH_RE = re.compile(r"(?<![\w./-])((?:%s)/[A-Za-z0-9_.+/-]*[A-Za-z0-9_+/])" % "
 # C++ library's) and not reserved to the implementation (__name).
 CALL_RE = re.compile(r"(?<![:\w])((?!__)[A-Za-z_][A-Za-z0-9_]*_[A-Za-z0-9_]*)\(\)")
 OPT_RE = re.compile(r"\b((?:strata|STRATA)_[A-Za-z0-9_]*[A-Za-z0-9])\b")
-ISSUE_RE = re.compile(r"\b(?:[Ii]ssue|task) #?\d+\b|\bstop \d+\b|\bh-[a-z]+(?:-[a-z]+)*\b(?= branch)")
+ISSUE_RE = re.compile(r"\b(?:[Ii]ssue|task) #?\d+\b(?!:)|\bstop \d+\b|\bh-[a-z]+(?:-[a-z]+)*\b(?= branch)")
 COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 # Trees produced by a build or a run, named in docs as where output lands.
 GENERATED = ("bench/runs", "build", "bench/results/latest", "bench/.venv", "bench/.peers")
@@ -83,7 +84,7 @@ def main():
     texts = []  # (file, line, text, is_user_doc)
     readmes = sorted(walk(("bench", "tools", "tests", "mpi", "scripts"), ("README.md",)))
     for path in [os.path.join(ROOT, "README.md")] + sorted(walk(("docs",), (".md",))) + readmes:
-        notes = rel(path).startswith("docs/notes/")
+        notes = False   # the development notes say what, not which issue, too
         with open(path, errors="replace") as f:
             for n, line in enumerate(f, 1):
                 texts.append((path, n, line, not notes))
