@@ -210,7 +210,7 @@ static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero) 
          * the large tier carves the block alone, from a reservation as
          * small as the request (a page of the class would need 64 KiB or
          * 512 KiB of address space at once), or says ENOMEM itself. */
-        if (!page) return big_alloc(heap, asked, 16, zero);
+        if (!page) return big_noted(big_alloc(heap, asked, 16, zero), asked);
         heap_direct_update(heap, cls);
     }
     void *p = page_pop_slow(heap, page, asked, zero);
