@@ -96,44 +96,53 @@ STRATA_API void strata_stats_get(strata_stats_t *out);
 
 /* ---- Options -------------------------------------------------------------
  * Each option is read once from the environment variable STRATA_<NAME>
- * (before libc is ready) and may be changed by API afterwards. */
+ * (before libc is ready) and may be changed by API afterwards.  The values
+ * are ABI: an option keeps its number for good, a new one takes the next.
+ * The members are grouped by part; their comments are generated from the
+ * options table in src/options/options.c (scripts/options_doc.py). */
 typedef enum strata_option_e {
-    STRATA_OPTION_SHOW_STATS = 0,   /* 0|1: print statistics at exit */
-    STRATA_OPTION_VERBOSE,          /* 0|1: print options in force at start */
-    STRATA_OPTION_LARGE_THRESHOLD,  /* bytes: requests >= this go to the large tier */
-    STRATA_OPTION_PURGE_DELAY_MS,   /* ms free memory stays committed; 0 = at once, -1 = never */
-    STRATA_OPTION_HUGEPAGES,        /* STRATA_HUGEPAGES_NEVER|AUTO|ALWAYS */
-    STRATA_OPTION_NUMA,             /* STRATA_NUMA_OFF|LOCAL|INTERLEAVE */
-    STRATA_OPTION_ON_ERROR,         /* STRATA_ON_ERROR_ABORT|WARN */
-    STRATA_OPTION_CHECK,            /* 0|1: live bits and a canary after every block (overflows caught at free) */
-    STRATA_OPTION_LARGE_CACHE_MB,   /* MiB of freed large blocks kept for reuse */
-    STRATA_OPTION_LARGE_PURGE_DELAY_MS, /* ms freed large blocks keep their pages */
-    STRATA_OPTION_LARGE_FIT,        /* STRATA_LARGE_FIT_BEST|FIRST (first: for comparison only) */
-    STRATA_OPTION_CMA,              /* 0|1: single-copy transfers (process_vm_readv) allowed */
-    STRATA_OPTION_CHAN_RING,        /* bytes of each direction's ring of a channel */
-    STRATA_OPTION_CHAN_EAGER_MAX,   /* bytes: messages up to this go through the ring in one piece */
-    STRATA_OPTION_CHAN_CMA_MIN,     /* bytes: messages on huge pages from this size by single copy */
-    STRATA_OPTION_CHAN_CMA_MIN_ANY, /* bytes: any message from this size by single copy; 0 = never */
-    STRATA_OPTION_CHAN_TIMEOUT_MS,  /* ms a channel operation waits for its peer; -1 = forever */
-    STRATA_OPTION_MEMORY_LIMIT,     /* bytes the process may keep resident (ENOMEM past it); 0 = auto: caches yield to the cgroup's */
-    STRATA_OPTION_SB_MIN,           /* bytes: with STRATA_SB_DIR, mallocs this big are storage-backed */
-    STRATA_OPTION_SB_PAGE,          /* storage page in system pages (a power of two) */
-    STRATA_OPTION_SB_READ,          /* STRATA_SB_LAZY|AGGRESSIVE */
-    STRATA_OPTION_SB_WRITE,         /* STRATA_SB_LAZY|AGGRESSIVE */
-    STRATA_OPTION_SB_MECHANISM,     /* STRATA_SB_MECH_AUTO|UFFD|MPROTECT */
-    STRATA_OPTION_SB_DIRECT,        /* 0 auto, 1 direct I/O, 2 buffered */
-    STRATA_OPTION_CHAN_SPIN_US,     /* µs a channel wait spins before it blocks in the kernel */
-    STRATA_OPTION_CHAN_PUSH,        /* 0|1: channels created here single-copy by the sender, not the receiver */
-    STRATA_OPTION_SB_ZERO,          /* fresh pages (userfaultfd): 0 copy zeros, 1 map the zero page */
-    STRATA_OPTION_SB_READAHEAD,     /* runs read ahead of a sequential stream (0: no stream detection) */
-    STRATA_OPTION_SB_SPLIT,         /* 0|1: a random aggressive fault waits for its own page only (default 1) */
-    STRATA_OPTION_BACKGROUND_PURGE, /* 0|1: a background thread purges what sleeping threads freed (default 0) */
-    STRATA_OPTION_PROF,             /* 0|1: sampling heap profiler (read at start; docs/profiling.md) */
-    STRATA_OPTION_PROF_RATE,        /* bytes: mean bytes allocated between two samples */
-    STRATA_OPTION_PROF_SEED,        /* the sampling's random seed (0: random) */
-    STRATA_OPTION_PROF_SIGNAL,      /* signal number that writes a profile (0: none) */
-    STRATA_OPTION_PROF_OOM_SHARE,   /* % of the memory limit at which a profile is written once (0: never) */
-    STRATA_OPTION_COUNT
+    /* -- Reports and checks -- */
+    STRATA_OPTION_SHOW_STATS = 0,            /* 0, 1 (default 0): 1: print statistics to stderr at exit */
+    STRATA_OPTION_VERBOSE = 1,               /* 0, 1 (default 0): 1: print at start the memory and address-space limits read (a job's cgroup, STRATA_MEMORY_LIMIT, ulimit -v) and this table with the values in force */
+    STRATA_OPTION_ON_ERROR = 6,              /* abort, warn (default abort): on an invalid or double free: abort, or warn and go on */
+    STRATA_OPTION_CHECK = 7,                 /* 0, 1 (default 0): 1: a live bit per 8 bytes and a canary after every block: overflows of one byte caught at free/realloc (slower) */
+    /* -- Memory -- */
+    STRATA_OPTION_MEMORY_LIMIT = 17,         /* bytes, 0 to 1048576g or auto (default auto): memory the process may use (RSS), e.g. 512m: past it, once the caches gave back what they hold, malloc fails with ENOMEM; auto: caches yield to the cgroup's limit (docs/limits.md) */
+    STRATA_OPTION_PURGE_DELAY_MS = 3,        /* -1 to 3600000 (default 10): ms free memory stays committed before it is given back (MADV_DONTNEED); 0: at once, -1: never (both apply to the large tier too) */
+    STRATA_OPTION_BACKGROUND_PURGE = 29,     /* 0, 1 (default 0): 1: a background thread gives back, within the purge delay, what threads that sleep have freed (docs/limits.md); 0: only allocating threads purge */
+    STRATA_OPTION_HUGEPAGES = 4,             /* never, auto, always (default auto): transparent huge pages, advised per mapping: never; auto (the interior of malloc'd blocks of 8 MiB or more); always */
+    STRATA_OPTION_NUMA = 5,                  /* off, local, interleave (default local): NUMA placement: off, local (segments bound to the allocating thread's node), interleave */
+    /* -- Large tier -- */
+    STRATA_OPTION_LARGE_THRESHOLD = 2,       /* bytes, 0 to 128k (default 128k): requests of this many bytes or more go to the large tier (0: all of them) */
+    STRATA_OPTION_LARGE_CACHE_MB = 8,        /* MiB, 0 to 1048576 (or a size: 2g) (default 1024): MiB of freed large blocks that may stay resident (or an eighth of the live large bytes, if more); under a memory limit at most a quarter of the headroom */
+    STRATA_OPTION_LARGE_PURGE_DELAY_MS = 9,  /* -1 to 3600000 (default 1000): ms freed large blocks keep their pages (0: at once, -1: never) */
+    STRATA_OPTION_LARGE_FIT = 10,            /* best, first (default best): large-tier placement: best, or first (only to measure the difference) */
+    /* -- Storage-backed memory (with STRATA_SB_DIR set) -- */
+    STRATA_OPTION_SB_MIN = 18,               /* bytes, 4k to 1048576g (default 1m): mallocs of this many bytes or more are storage-backed */
+    STRATA_OPTION_SB_PAGE = 19,              /* 1 to 512 (default 1): storage page in system pages (a power of two) */
+    STRATA_OPTION_SB_READ = 20,              /* lazy, aggressive (default lazy): read policy: lazy, aggressive */
+    STRATA_OPTION_SB_WRITE = 21,             /* lazy, aggressive (default lazy): write policy: lazy, aggressive */
+    STRATA_OPTION_SB_MECHANISM = 22,         /* auto, uffd, mprotect (default auto): fault mechanism: auto, uffd, mprotect */
+    STRATA_OPTION_SB_DIRECT = 23,            /* auto, on, off (default auto): file I/O: auto (direct under a memory limit), on (direct), off (buffered) */
+    STRATA_OPTION_SB_ZERO = 26,              /* copy, map (default copy): userfaultfd fill of fresh pages: copy (zeros) or map (the zero page) */
+    STRATA_OPTION_SB_READAHEAD = 27,         /* 0 to 64 (default 2): runs read ahead of a sequential stream (direct I/O: asynchronously; 0: no streams) */
+    STRATA_OPTION_SB_SPLIT = 28,             /* 0, 1 (default 1): aggressive reads off any stream: the fault waits for its own page, the rest of the run is read ahead */
+    /* -- Transfers between processes -- */
+    STRATA_OPTION_CMA = 11,                  /* 0, 1 (default 1): single-copy transfers between processes (process_vm_readv) where the kernel permits them */
+    STRATA_OPTION_CHAN_RING = 12,            /* bytes, 4k to 1g (default 1m): bytes of each direction's ring of a channel (a power of two) */
+    STRATA_OPTION_CHAN_EAGER_MAX = 13,       /* bytes, 0 to 512m (default 16k): channel messages up to this many bytes are copied through the ring in one piece */
+    STRATA_OPTION_CHAN_CMA_MIN = 14,         /* bytes, 0 to 1048576g (default 256k): channel messages on huge pages from this many bytes move by single copy */
+    STRATA_OPTION_CHAN_CMA_MIN_ANY = 15,     /* bytes, 0 to 1048576g (default 1m): channel messages on any pages from this many bytes move by single copy (0: never) */
+    STRATA_OPTION_CHAN_TIMEOUT_MS = 16,      /* -1 to 86400000 (default 30000): ms a channel operation waits for its peer (-1: forever) */
+    STRATA_OPTION_CHAN_SPIN_US = 24,         /* 0 to 1000000 (default 50): microseconds a channel wait spins before it blocks in the kernel */
+    STRATA_OPTION_CHAN_PUSH = 25,            /* 0, 1 (default 0): 1: channels created here move large messages by the sender's process_vm_writev, not the receiver's readv */
+    /* -- Heap profiler (docs/profiling.md) -- */
+    STRATA_OPTION_PROF = 30,                 /* 0, 1 (default 0): 1: sampling heap profiler, profile written at exit (read at start) */
+    STRATA_OPTION_PROF_RATE = 31,            /* bytes, 1 to 1024g (default 512k): mean bytes allocated between two samples */
+    STRATA_OPTION_PROF_SEED = 32,            /* 0 to 4611686018427387904 (default 0): random seed of the sampling (0: random) */
+    STRATA_OPTION_PROF_SIGNAL = 33,          /* 0 to 64 (default 0): this signal writes a profile (0: none) */
+    STRATA_OPTION_PROF_OOM_SHARE = 34,       /* 0 to 100 (default 90): per cent of the memory limit at which a profile is written once (0: never) */
+    STRATA_OPTION_COUNT = 35
 } strata_option_t;
 
 enum { STRATA_HUGEPAGES_NEVER = 0, STRATA_HUGEPAGES_AUTO = 1, STRATA_HUGEPAGES_ALWAYS = 2 };

@@ -2,8 +2,8 @@
  * read once, straight from environ (getenv may not be usable yet when the
  * first malloc arrives), and a default.  A malformed value prints one line
  * naming the variable and the expected format, and keeps the default; a
- * STRATA_ variable that names no option is reported once, with the closest
- * option name.
+ * STRATA_ variable that names no option is reported once, naming the option
+ * meant, when it is a near miss of one (a typo), and otherwise not at all.
  *
  * Values are relaxed atomics: strata_option_set() may run in one thread while
  * others read options on their paths.  Each option is one word read on its
@@ -45,65 +45,81 @@ static const char *const sb_mech_words[] = {"auto", "uffd", "mprotect", NULL};
 static const char *const sb_direct_words[] = {"auto", "on", "off", NULL};
 static const char *const sb_zero_words[] = {"copy", "map", NULL};
 
-/* Keep in the order of strata_option_t. */
+/* The one source of every option's name, kind, default, range and help:
+ * include/strata.h's option comments and README's options table are
+ * generated from it (scripts/options_doc.py --write; the options_doc test
+ * fails when they drift), and STRATA_VERBOSE=1 prints it with the values in
+ * force.  One entry per option, grouped as in strata.h; an entry's index is
+ * its enum value, which is ABI.  help: one line, what the value does. */
 static const opt_desc table[STRATA_OPTION_COUNT] = {
-    {"SHOW_STATS", KIND_BOOL, 0, 0, 1, NULL, "print statistics at exit"},
-    {"VERBOSE", KIND_BOOL, 0, 0, 1, NULL, "print the limits read and the options in force at start"},
-    {"LARGE_THRESHOLD", KIND_SIZE, 128 * 1024, 0, 128 * 1024, NULL,
-     "requests of this many bytes or more go to the large tier (max 128 KiB)"},
-    {"PURGE_DELAY_MS", KIND_INT, 10, -1, 3600 * 1000, NULL,
-     "ms free memory stays committed before it is purged (0: at once, -1: never)"},
-    {"HUGEPAGES", KIND_ENUM, STRATA_HUGEPAGES_AUTO, 0, 2, huge_words,
-     "transparent huge pages per mapping: never, auto, always"},
-    {"NUMA", KIND_ENUM, STRATA_NUMA_LOCAL, 0, 2, numa_words, "NUMA placement: off, local, interleave"},
-    {"ON_ERROR", KIND_ENUM, STRATA_ON_ERROR_ABORT, 0, 1, err_words,
-     "on an invalid or double free: abort, or warn and go on"},
-    {"CHECK", KIND_BOOL, 0, 0, 1, NULL, "a live bit per 8 bytes and a canary after every block: overflows caught at free/realloc (slower)"},
-    {"LARGE_CACHE_MB", KIND_MIB, 1024, 0, 1L << 20, NULL, "MiB of freed large blocks kept for reuse"},
-    {"LARGE_PURGE_DELAY_MS", KIND_INT, 1000, -1, 3600 * 1000, NULL,
-     "ms freed large blocks keep their pages (0: at once, -1: never)"},
-    {"LARGE_FIT", KIND_ENUM, STRATA_LARGE_FIT_BEST, 0, 1, fit_words,
-     "large-tier placement: best, or first (for comparison only)"},
-    {"CMA", KIND_BOOL, 1, 0, 1, NULL,
-     "single-copy transfers between processes (process_vm_readv) where the kernel permits them"},
-    {"CHAN_RING", KIND_SIZE, 1 << 20, 4096, 1L << 30, NULL,
-     "bytes of each direction's ring of a channel (a power of two)"},
-    {"CHAN_EAGER_MAX", KIND_SIZE, 16 * 1024, 0, 1L << 29, NULL,
-     "channel messages up to this many bytes are copied through the ring in one piece"},
-    {"CHAN_CMA_MIN", KIND_SIZE, 256 << 10, 0, 1L << 50, NULL,
-     "channel messages on huge pages from this many bytes move by single copy"},
-    {"CHAN_CMA_MIN_ANY", KIND_SIZE, 1 << 20, 0, 1L << 50, NULL,
-     "channel messages on any pages from this many bytes move by single copy (0: never)"},
-    {"CHAN_TIMEOUT_MS", KIND_INT, 30000, -1, 24L * 3600 * 1000, NULL,
-     "ms a channel operation waits for its peer (-1: forever)"},
-    {"MEMORY_LIMIT", KIND_SIZE, 0, 0, 1L << 50, limit_words,
-     "memory the process may use (RSS), e.g. 512m: past it malloc fails with ENOMEM; auto (0): caches yield to the cgroup's limit"},
-    {"SB_MIN", KIND_SIZE, 1L << 20, 4096, 1L << 50, NULL,
-     "with STRATA_SB_DIR set, mallocs of this many bytes or more are storage-backed"},
-    {"SB_PAGE", KIND_INT, 1, 1, 512, NULL, "storage page in system pages (a power of two)"},
-    {"SB_READ", KIND_ENUM, 0, 0, 1, sb_policy_words, "storage-backed read policy: lazy, aggressive"},
-    {"SB_WRITE", KIND_ENUM, 0, 0, 1, sb_policy_words, "storage-backed write policy: lazy, aggressive"},
-    {"SB_MECHANISM", KIND_ENUM, 0, 0, 2, sb_mech_words, "storage-backed fault mechanism: auto, uffd, mprotect"},
-    {"SB_DIRECT", KIND_ENUM, 0, 0, 2, sb_direct_words,
-     "storage-backed file I/O: auto (direct under a memory limit), on (direct), off (buffered)"},
-    {"CHAN_SPIN_US", KIND_INT, 50, 0, 1000000, NULL,
-     "microseconds a channel wait spins before it blocks in the kernel"},
-    {"CHAN_PUSH", KIND_BOOL, 0, 0, 1, NULL,
-     "channels created here move large messages by the sender's process_vm_writev, not the receiver's readv"},
-    {"SB_ZERO", KIND_ENUM, 0, 0, 1, sb_zero_words,
-     "userfaultfd fill of fresh storage-backed pages: copy (zeros) or map (the zero page)"},
-    {"SB_READAHEAD", KIND_INT, 2, 0, 64, NULL,
-     "storage-backed reads: runs read ahead of a sequential stream (direct I/O: asynchronously; 0: no streams)"},
-    {"SB_SPLIT", KIND_BOOL, 1, 0, 1, NULL,
-     "storage-backed aggressive reads off any stream: the fault waits for its own page, the rest of the run is read ahead"},
-    {"BACKGROUND_PURGE", KIND_BOOL, 0, 0, 1, NULL,
-     "a background thread gives back, within the purge delay, what threads that sleep have freed"},
-    {"PROF", KIND_BOOL, 0, 0, 1, NULL, "sampling heap profiler: profile written at exit (docs/profiling.md)"},
-    {"PROF_RATE", KIND_SIZE, 512 * 1024, 1, 1L << 40, NULL, "heap profiler: mean bytes allocated between samples"},
-    {"PROF_SEED", KIND_INT, 0, 0, 1L << 62, NULL, "heap profiler: random seed of the sampling (0: random)"},
-    {"PROF_SIGNAL", KIND_INT, 0, 0, 64, NULL, "heap profiler: this signal writes a profile (0: none)"},
-    {"PROF_OOM_SHARE", KIND_INT, 90, 0, 100, NULL,
-     "heap profiler: per cent of the memory limit at which a profile is written once (0: never)"},
+    /* -- Reports and checks -- */
+    [STRATA_OPTION_SHOW_STATS] = {"SHOW_STATS", KIND_BOOL, 0, 0, 1, NULL, "1: print statistics to stderr at exit"},
+    [STRATA_OPTION_VERBOSE] = {"VERBOSE", KIND_BOOL, 0, 0, 1, NULL,
+        "1: print at start the memory and address-space limits read (a job's cgroup, STRATA_MEMORY_LIMIT, ulimit -v) and this table with the values in force"},
+    [STRATA_OPTION_ON_ERROR] = {"ON_ERROR", KIND_ENUM, STRATA_ON_ERROR_ABORT, 0, 1, err_words,
+        "on an invalid or double free: abort, or warn and go on"},
+    [STRATA_OPTION_CHECK] = {"CHECK", KIND_BOOL, 0, 0, 1, NULL,
+        "1: a live bit per 8 bytes and a canary after every block: overflows of one byte caught at free/realloc (slower)"},
+    /* -- Memory -- */
+    [STRATA_OPTION_MEMORY_LIMIT] = {"MEMORY_LIMIT", KIND_SIZE, 0, 0, 1L << 50, limit_words,
+        "memory the process may use (RSS), e.g. 512m: past it, once the caches gave back what they hold, malloc fails with ENOMEM; auto: caches yield to the cgroup's limit (docs/limits.md)"},
+    [STRATA_OPTION_PURGE_DELAY_MS] = {"PURGE_DELAY_MS", KIND_INT, 10, -1, 3600 * 1000, NULL,
+        "ms free memory stays committed before it is given back (MADV_DONTNEED); 0: at once, -1: never (both apply to the large tier too)"},
+    [STRATA_OPTION_BACKGROUND_PURGE] = {"BACKGROUND_PURGE", KIND_BOOL, 0, 0, 1, NULL,
+        "1: a background thread gives back, within the purge delay, what threads that sleep have freed (docs/limits.md); 0: only allocating threads purge"},
+    [STRATA_OPTION_HUGEPAGES] = {"HUGEPAGES", KIND_ENUM, STRATA_HUGEPAGES_AUTO, 0, 2, huge_words,
+        "transparent huge pages, advised per mapping; auto: only the interior of malloc'd blocks of 8 MiB or more"},
+    [STRATA_OPTION_NUMA] = {"NUMA", KIND_ENUM, STRATA_NUMA_LOCAL, 0, 2, numa_words,
+        "NUMA placement; local: segments bound to the allocating thread's node"},
+    /* -- Large tier -- */
+    [STRATA_OPTION_LARGE_THRESHOLD] = {"LARGE_THRESHOLD", KIND_SIZE, 128 * 1024, 0, 128 * 1024, NULL,
+        "requests of this many bytes or more go to the large tier (0: all of them)"},
+    [STRATA_OPTION_LARGE_CACHE_MB] = {"LARGE_CACHE_MB", KIND_MIB, 1024, 0, 1L << 20, NULL,
+        "MiB of freed large blocks that may stay resident (or an eighth of the live large bytes, if more); under a memory limit at most a quarter of the headroom"},
+    [STRATA_OPTION_LARGE_PURGE_DELAY_MS] = {"LARGE_PURGE_DELAY_MS", KIND_INT, 1000, -1, 3600 * 1000, NULL,
+        "ms freed large blocks keep their pages (0: at once, -1: never)"},
+    [STRATA_OPTION_LARGE_FIT] = {"LARGE_FIT", KIND_ENUM, STRATA_LARGE_FIT_BEST, 0, 1, fit_words,
+        "large-tier placement: best fit, or first fit (only to measure the difference)"},
+    /* -- Storage-backed memory (with STRATA_SB_DIR set) -- */
+    [STRATA_OPTION_SB_MIN] = {"SB_MIN", KIND_SIZE, 1L << 20, 4096, 1L << 50, NULL,
+        "mallocs of this many bytes or more are storage-backed"},
+    [STRATA_OPTION_SB_PAGE] = {"SB_PAGE", KIND_INT, 1, 1, 512, NULL, "storage page in system pages (a power of two)"},
+    [STRATA_OPTION_SB_READ] = {"SB_READ", KIND_ENUM, 0, 0, 1, sb_policy_words, "read policy (docs/storage.md)"},
+    [STRATA_OPTION_SB_WRITE] = {"SB_WRITE", KIND_ENUM, 0, 0, 1, sb_policy_words, "write policy (docs/storage.md)"},
+    [STRATA_OPTION_SB_MECHANISM] = {"SB_MECHANISM", KIND_ENUM, 0, 0, 2, sb_mech_words,
+        "how faults are caught: auto (userfaultfd where permitted), uffd, mprotect"},
+    [STRATA_OPTION_SB_DIRECT] = {"SB_DIRECT", KIND_ENUM, 0, 0, 2, sb_direct_words,
+        "file I/O: auto (direct under a memory limit), on (direct), off (buffered)"},
+    [STRATA_OPTION_SB_ZERO] = {"SB_ZERO", KIND_ENUM, 0, 0, 1, sb_zero_words,
+        "userfaultfd fill of fresh pages: copy (zeros) or map (the zero page)"},
+    [STRATA_OPTION_SB_READAHEAD] = {"SB_READAHEAD", KIND_INT, 2, 0, 64, NULL,
+        "runs read ahead of a sequential stream (direct I/O: asynchronously; 0: no streams)"},
+    [STRATA_OPTION_SB_SPLIT] = {"SB_SPLIT", KIND_BOOL, 1, 0, 1, NULL,
+        "aggressive reads off any stream: the fault waits for its own page, the rest of the run is read ahead"},
+    /* -- Transfers between processes -- */
+    [STRATA_OPTION_CMA] = {"CMA", KIND_BOOL, 1, 0, 1, NULL,
+        "single-copy transfers between processes (process_vm_readv) where the kernel permits them"},
+    [STRATA_OPTION_CHAN_RING] = {"CHAN_RING", KIND_SIZE, 1 << 20, 4096, 1L << 30, NULL,
+        "bytes of each direction's ring of a channel (a power of two)"},
+    [STRATA_OPTION_CHAN_EAGER_MAX] = {"CHAN_EAGER_MAX", KIND_SIZE, 16 * 1024, 0, 1L << 29, NULL,
+        "channel messages up to this many bytes are copied through the ring in one piece"},
+    [STRATA_OPTION_CHAN_CMA_MIN] = {"CHAN_CMA_MIN", KIND_SIZE, 256 << 10, 0, 1L << 50, NULL,
+        "channel messages on huge pages from this many bytes move by single copy"},
+    [STRATA_OPTION_CHAN_CMA_MIN_ANY] = {"CHAN_CMA_MIN_ANY", KIND_SIZE, 1 << 20, 0, 1L << 50, NULL,
+        "channel messages on any pages from this many bytes move by single copy (0: never)"},
+    [STRATA_OPTION_CHAN_TIMEOUT_MS] = {"CHAN_TIMEOUT_MS", KIND_INT, 30000, -1, 24L * 3600 * 1000, NULL,
+        "ms a channel operation waits for its peer (-1: forever)"},
+    [STRATA_OPTION_CHAN_SPIN_US] = {"CHAN_SPIN_US", KIND_INT, 50, 0, 1000000, NULL,
+        "microseconds a channel wait spins before it blocks in the kernel"},
+    [STRATA_OPTION_CHAN_PUSH] = {"CHAN_PUSH", KIND_BOOL, 0, 0, 1, NULL,
+        "1: channels created here move large messages by the sender's process_vm_writev, not the receiver's readv"},
+    /* -- Heap profiler (docs/profiling.md) -- */
+    [STRATA_OPTION_PROF] = {"PROF", KIND_BOOL, 0, 0, 1, NULL, "1: sampling heap profiler, profile written at exit (read at start)"},
+    [STRATA_OPTION_PROF_RATE] = {"PROF_RATE", KIND_SIZE, 512 * 1024, 1, 1L << 40, NULL, "mean bytes allocated between two samples"},
+    [STRATA_OPTION_PROF_SEED] = {"PROF_SEED", KIND_INT, 0, 0, 1L << 62, NULL, "random seed of the sampling (0: random)"},
+    [STRATA_OPTION_PROF_SIGNAL] = {"PROF_SIGNAL", KIND_INT, 0, 0, 64, NULL, "this signal writes a profile (0: none)"},
+    [STRATA_OPTION_PROF_OOM_SHARE] = {"PROF_OOM_SHARE", KIND_INT, 90, 0, 100, NULL,
+        "per cent of the memory limit at which a profile is written once (0: never)"},
 };
 
 _Atomic long strata_options[STRATA_OPTION_COUNT];
@@ -111,7 +127,8 @@ enum { OPTIONS_UNREAD, OPTIONS_READING, OPTIONS_READY };
 static _Atomic int options_state;
 static __thread int options_reader;   /* this thread is reading them (re-entry) */
 
-/* STRATA_ variables of the tools and tests, not options: never reported. */
+/* STRATA_ variables of the tools and tests, not options: never reported,
+ * even when near an option's name. */
 static const char *const reserved_prefixes[] = {"TRACE_", "REPLAY_", "TEST_", "BENCH_", "DIFF_", NULL};
 /* Variables other parts read themselves (text values the table cannot hold):
  * known, so not reported.  A part that reads a new STRATA_ variable outside
@@ -263,7 +280,24 @@ static size_t distance(const char *a, size_t la, const char *b) {
     return row[lb];
 }
 
-/* A STRATA_ variable that is no option: one line, with the nearest name. */
+/* Whether name (len bytes, after STRATA_) reads as a slip for candidate:
+ * within two edits (one for names of three letters or fewer, so a short
+ * name of a script's own, STRATA_LIB or STRATA_CC, is no near miss), the
+ * candidate cut short at an underscore (STRATA_PURGE_DELAY for
+ * PURGE_DELAY_MS), or the API's enum name used as the variable's
+ * (STRATA_OPTION_NUMA). */
+static bool near_miss(const char *name, size_t len, const char *candidate) {
+    size_t cl = strlen(candidate);
+    if (len > 7 && !strncasecmp(name, "OPTION_", 7) && len - 7 == cl && !strncasecmp(name + 7, candidate, cl))
+        return true;
+    if (len >= 4 && len < cl && candidate[len] == '_' && !strncasecmp(name, candidate, len)) return true;
+    return distance(name, len, candidate) <= (len <= 3 ? 1u : 2u);
+}
+
+/* A STRATA_ variable that is no option: reported (once, naming the option
+ * meant) only when it is a near miss of one; any other name is a script's
+ * or a tool's own (STRATA_LIB) and is none of the allocator's business —
+ * under LD_PRELOAD every process started would print it. */
 static void check_unknown(const char *entry) {
     const char *name = entry + 7, *eq = strchr(name, '=');
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
@@ -271,19 +305,18 @@ static void check_unknown(const char *entry) {
         if (!strncmp(name, reserved_prefixes[i], strlen(reserved_prefixes[i]))) return;
     for (int i = 0; other_variables[i]; i++)
         if (strlen(other_variables[i]) == len && !strncmp(name, other_variables[i], len)) return;
-    int best = -1;
-    size_t best_d = (size_t)-1;
-    for (int i = 0; i < STRATA_OPTION_COUNT; i++) {
+    for (int i = 0; i < STRATA_OPTION_COUNT; i++)
         if (strlen(table[i].name) == len && !strncmp(name, table[i].name, len)) return;   /* an option */
-        size_t dd = distance(name, len, table[i].name);
-        if (dd < best_d) best_d = dd, best = i;
+    const char *meant = NULL;
+    size_t best = (size_t)-1;
+    for (int i = 0; i < STRATA_OPTION_COUNT + (int)(sizeof other_variables / sizeof *other_variables) - 1; i++) {
+        const char *c = i < STRATA_OPTION_COUNT ? table[i].name : other_variables[i - STRATA_OPTION_COUNT];
+        size_t d = distance(name, len, c);
+        if (near_miss(name, len, c) && d < best) best = d, meant = c;
     }
-    if (best >= 0 && best_d <= 1 + len / 3)
+    if (meant)
         strata_message("strata: STRATA_%.*s is not an option: ignored (did you mean STRATA_%s?)\n",
-                       (int)(len > 48 ? 48 : len), name, table[best].name);
-    else
-        strata_message("strata: STRATA_%.*s is not an option: ignored (options: STRATA_VERBOSE=1 lists them)\n",
-                       (int)(len > 48 ? 48 : len), name);
+                       (int)(len > 48 ? 48 : len), name, meant);
 }
 
 static void options_read(void) {
@@ -317,14 +350,33 @@ void options_init(void) {
     while (atomic_load_explicit(&options_state, memory_order_acquire) != OPTIONS_READY) sched_yield();
 }
 
+/* A value as the user writes it: an enum's or a zero's word, a size with
+ * the largest suffix that divides it. */
+static void value_text(const opt_desc *d, long v, char *buf, size_t size) {
+    if (d->words && (d->kind == KIND_ENUM || v == 0)) {
+        snprintf(buf, size, "%s", d->words[v]);
+        return;
+    }
+    char suffix[2] = "";
+    if (d->kind == KIND_SIZE && v > 0)
+        for (int i = 2; i >= 0; i--)
+            if (v % (1L << (10 * (i + 1))) == 0) {
+                v >>= 10 * (i + 1);
+                suffix[0] = "kmg"[i];
+                break;
+            }
+    snprintf(buf, size, "%ld%s", v, suffix);
+}
+
+/* The table with the values in force (STRATA_VERBOSE=1): name, value,
+ * default, help. */
 void options_print(void) {
     for (int i = 0; i < STRATA_OPTION_COUNT; i++) {
         const opt_desc *d = &table[i];
-        long v = opt((strata_option_t)i);
-        if (d->kind == KIND_ENUM || (d->words && v == 0))
-            strata_message("strata: option %-20s %s\n", d->name, d->words[v]);
-        else
-            strata_message("strata: option %-20s %ld\n", d->name, v);
+        char now[32], def[32];
+        value_text(d, opt((strata_option_t)i), now, sizeof now);
+        value_text(d, d->def, def, sizeof def);
+        strata_message("strata: option STRATA_%-20s %-10s (default %s) %s\n", d->name, now, def, d->help);
     }
 }
 
