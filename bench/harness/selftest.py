@@ -10,6 +10,7 @@ markdown outputs.  Prints one line per check and `N passed, N failed`.
 import argparse
 import csv
 import os
+import re
 import sys
 import tempfile
 
@@ -176,20 +177,22 @@ def test_tables(report):
     check("- w-2: not faster than glibc" in md and "peak RSS 2.00× the smallest (glibc" in md,
           "target misses are listed")
     check("| ns at size | glibc | jemalloc | strata |" in md and "| 8 B | – | – | 3.00 |" in md, "sweep metric table")
-    # Issue 13: a locality line that ran several workloads in one guest boot: one target row each.
+    # The NUMA locality target: a locality line that ran several workloads in one guest boot: one target row each.
     loc = []
     saved_rows, rows = rows, loc
     add("numaall", "glibc", [1.0], fam="numa", metrics="local_pct=60;local_pct_km=60;local_pct_ss=99")
     add("numaall", "strata", [1.0], fam="numa", metrics="local_pct=98;local_pct_km=100;local_pct_ss=98")
     rows = saved_rows
     lmd = report.render(loc, {"date": "D", "command": "C", "runs": 1, "machine": "M", "versions": {}}, [])
-    targets = lmd.split("## Targets (issue 13)")[-1].split("\n## ")[0].split("\n")
+    targets = lmd.split("## Target: NUMA locality")[-1].split("\n## ")[0].split("\n")
     km = [ln for ln in targets if ln.startswith("| numaall: km |")]
     ss = [ln for ln in targets if ln.startswith("| numaall: ss |")]
     check(len(km) == 1 and km[0].endswith("| met |") and len(ss) == 1 and ss[0].endswith("| **missed** |")
           and not any(ln.startswith("| numaall |") for ln in targets),
           "locality targets: one row per workload of a --each line: %s %s" % (km, ss))
     check("## Failed runs" in md and "v under strata: 1 of 2 runs failed (no-check)" in md, "failed runs listed")
+    named = [ln for ln in (md + lmd).splitlines() if re.search(r"\b[Ii]ssue \d+", ln)]
+    check(not named, "a report names its targets, not issues: %s" % named[:3])
 
 
 def test_end_to_end(rb, report, tmp):

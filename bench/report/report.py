@@ -3,7 +3,7 @@
 Standard library only (run-bench imports it before any virtual environment
 exists).  Medians are taken over the runs that passed their check; a workload
 with a failed run says so in its cell.  "Best other" is the best of every
-allocator that is not Strata (glibc included); the issue targets compare with
+allocator that is not Strata (glibc included); the project targets compare with
 the best of every other allocator for time and the smallest of all for peak
 RSS, and the Targets section checks exactly those.
 """
@@ -29,7 +29,7 @@ PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libgoogle-perftools4", "mim
 PEER_VERSIONS = {"mimalloc3": ("mimalloc3", "cmeel-mimalloc wheel"), "snmalloc": ("snmalloc", "snmalloc-sys crate")}
 # Families run under emulation (bench/numa: a qemu guest under TCG): their
 # times and RSS mean nothing, so they stay out of the time/RSS summaries and
-# targets; issue 13's target is on their local_pct metric.
+# targets; the NUMA locality target is on their local_pct metric.
 EMULATED_FAMILIES = {"numa"}
 LOCAL_PCT_TARGET = 95.0
 
@@ -564,11 +564,11 @@ SWEEP = re.compile(r"^(.+)@([0-9.]+)$")
 
 
 def render_locality_targets(t, w):
-    """Issue 13: Strata keeps >= 95 % of blocks on their thread's node, the most of all."""
+    """The NUMA locality target: Strata keeps >= 95 % of blocks on their thread's node, the most of all."""
     names = [n for n in t.workloads if t.info[n][0] in EMULATED_FAMILIES]
     if not names:
         return
-    w("## Targets (issue 13): NUMA locality\n")
+    w("## Target: NUMA locality\n")
     w("Share of sampled blocks on their allocating thread's node (`local_pct`, medians), in the "
       "two-node qemu guest. Times under TCG emulation are not comparable and are left out of every "
       "summary above. Target: Strata at least %g %% and the highest of all.\n" % LOCAL_PCT_TARGET)
