@@ -110,19 +110,19 @@ typedef enum strata_option_e {
     STRATA_OPTION_MEMORY_LIMIT = 17,         /* bytes, 0 to 1048576g or auto (default auto): memory the process may use (RSS), e.g. 512m: past it, once the caches gave back what they hold, malloc fails with ENOMEM; auto: caches yield to the cgroup's limit (docs/limits.md) */
     STRATA_OPTION_PURGE_DELAY_MS = 3,        /* -1 to 3600000 (default 10): ms free memory stays committed before it is given back (MADV_DONTNEED); 0: at once, -1: never (both apply to the large tier too) */
     STRATA_OPTION_BACKGROUND_PURGE = 29,     /* 0, 1 (default 0): 1: a background thread gives back, within the purge delay, what threads that sleep have freed (docs/limits.md); 0: only allocating threads purge */
-    STRATA_OPTION_HUGEPAGES = 4,             /* never, auto, always (default auto): transparent huge pages, advised per mapping: never; auto (the interior of malloc'd blocks of 8 MiB or more); always */
-    STRATA_OPTION_NUMA = 5,                  /* off, local, interleave (default local): NUMA placement: off, local (segments bound to the allocating thread's node), interleave */
+    STRATA_OPTION_HUGEPAGES = 4,             /* never, auto, always (default auto): transparent huge pages, advised per mapping; auto: only the interior of malloc'd blocks of 8 MiB or more */
+    STRATA_OPTION_NUMA = 5,                  /* off, local, interleave (default local): NUMA placement; local: segments bound to the allocating thread's node */
     /* -- Large tier -- */
     STRATA_OPTION_LARGE_THRESHOLD = 2,       /* bytes, 0 to 128k (default 128k): requests of this many bytes or more go to the large tier (0: all of them) */
     STRATA_OPTION_LARGE_CACHE_MB = 8,        /* MiB, 0 to 1048576 (or a size: 2g) (default 1024): MiB of freed large blocks that may stay resident (or an eighth of the live large bytes, if more); under a memory limit at most a quarter of the headroom */
     STRATA_OPTION_LARGE_PURGE_DELAY_MS = 9,  /* -1 to 3600000 (default 1000): ms freed large blocks keep their pages (0: at once, -1: never) */
-    STRATA_OPTION_LARGE_FIT = 10,            /* best, first (default best): large-tier placement: best, or first (only to measure the difference) */
+    STRATA_OPTION_LARGE_FIT = 10,            /* best, first (default best): large-tier placement: best fit, or first fit (only to measure the difference) */
     /* -- Storage-backed memory (with STRATA_SB_DIR set) -- */
     STRATA_OPTION_SB_MIN = 18,               /* bytes, 4k to 1048576g (default 1m): mallocs of this many bytes or more are storage-backed */
     STRATA_OPTION_SB_PAGE = 19,              /* 1 to 512 (default 1): storage page in system pages (a power of two) */
-    STRATA_OPTION_SB_READ = 20,              /* lazy, aggressive (default lazy): read policy: lazy, aggressive */
-    STRATA_OPTION_SB_WRITE = 21,             /* lazy, aggressive (default lazy): write policy: lazy, aggressive */
-    STRATA_OPTION_SB_MECHANISM = 22,         /* auto, uffd, mprotect (default auto): fault mechanism: auto, uffd, mprotect */
+    STRATA_OPTION_SB_READ = 20,              /* lazy, aggressive (default lazy): read policy (docs/storage.md) */
+    STRATA_OPTION_SB_WRITE = 21,             /* lazy, aggressive (default lazy): write policy (docs/storage.md) */
+    STRATA_OPTION_SB_MECHANISM = 22,         /* auto, uffd, mprotect (default auto): how faults are caught: auto (userfaultfd where permitted), uffd, mprotect */
     STRATA_OPTION_SB_DIRECT = 23,            /* auto, on, off (default auto): file I/O: auto (direct under a memory limit), on (direct), off (buffered) */
     STRATA_OPTION_SB_ZERO = 26,              /* copy, map (default copy): userfaultfd fill of fresh pages: copy (zeros) or map (the zero page) */
     STRATA_OPTION_SB_READAHEAD = 27,         /* 0 to 64 (default 2): runs read ahead of a sequential stream (direct I/O: asynchronously; 0: no streams) */

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "strata.h"
+#include "common/check.h"
 
 #ifdef STRATA_TEST_PREFIXED
 #define F(name) strata_##name
@@ -37,25 +38,8 @@ void free_aligned_sized(void *p, size_t alignment, size_t size) __attribute__((w
 #define HAVE_STRATA 1
 #endif
 
-static int test_failures;
-
-/* A failed CHECK is counted and reported; the test goes on so one run shows
- * every broken case.  REQUIRE stops at once (later checks would crash). */
-#define CHECK(cond) do { if (!(cond)) { \
-    fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    test_failures++; } } while (0)
-#define CHECKF(cond, ...) do { if (!(cond)) { \
-    fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
-    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); test_failures++; } } while (0)
-#define REQUIRE(cond) do { if (!(cond)) { \
-    fprintf(stderr, "%s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond); \
-    exit(1); } } while (0)
-
-static inline int test_report(const char *name) {
-    if (test_failures) fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
-    else printf("%s: ok\n", name);
-    return test_failures ? 1 : 0;
-}
+/* CHECK, CHECKF, REQUIRE: tests/common/check.h. */
+static inline int test_report(const char *name) { return check_report(name); }
 
 /* With standard names, the test is only meaningful if Strata really is the
  * malloc in use (a linker dropping an unused -lstrata would silently test glibc). */

@@ -1,5 +1,6 @@
-/* require.h — for tests that stop at the first broken check: CHECK prints
- * the failed condition with its place and exits 1; capture_stderr runs a
+/* require.h — for tests that stop at the first broken check (check.h with
+ * CHECK_STOP_AT_FIRST: CHECK prints the failed condition with its place and
+ * exits 1); capture_stderr runs a
  * function with stderr sent to a file and returns what it printed (for
  * checking Strata's error messages in warn mode). */
 #ifndef STRATA_TEST_REQUIRE_H
@@ -9,13 +10,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
+#define CHECK_STOP_AT_FIRST 1
+#include "check.h"
 
 static inline const char *capture_stderr(void (*fn)(void *), void *arg) {
     static char captured[4096];

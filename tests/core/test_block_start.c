@@ -4,7 +4,7 @@
  * header), in the middle and at the end, full and partly carved, the test
  * says "block start" exactly when the address is in the page's carved range
  * and on a block boundary.  Only addresses are computed; nothing is read. */
-#include "check.h"
+#include "common/check.h"
 #include "core/internal.h"
 
 #define SEG_BYTES ((uintptr_t)4 << 20)

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "check.h"
+#include "common/check.h"
 #include "core/internal.h"
 
 static void *own_blocks_only(void *arg) {

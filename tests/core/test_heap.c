@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "common/check.h"
 #include "common/fake_numa.h"
 #include "core/internal.h"
 #include "stats/stats.h"

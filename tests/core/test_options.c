@@ -1,7 +1,7 @@
 /* Options: size parsing, set/get by number and by name, range checks. */
 #include <errno.h>
 #include <string.h>
-#include "check.h"
+#include "common/check.h"
 #include "options/options.h"
 
 static void sizes_parse(void) {

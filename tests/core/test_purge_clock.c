@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "common/check.h"
 #include "core/internal.h"
 #include "os/os_storage.h"
 #include "stats/stats.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "check.h"
+#include "common/check.h"
 #include "core/internal.h"
 #include "stats/stats.h"
 

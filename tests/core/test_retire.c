@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "common/check.h"
 #include "core/internal.h"
 #include "stats/stats.h"
 

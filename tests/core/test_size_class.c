@@ -1,7 +1,7 @@
 /* Size classes: every size maps to the smallest class that holds it, and
  * the waste inside a block stays under 12.5 % above 128 bytes and under
  * 16 bytes below. */
-#include "check.h"
+#include "common/check.h"
 #include "core/size_class.h"
 
 static void classes_are_increasing(void) {

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "common/check.h"
 #include "common/procfs.h"
 #include "core/internal.h"
 

@@ -9,6 +9,17 @@ with an underscore) must occur in the code; and none of that text names an
 issue or a development stop, which mean nothing to a reader of the code.
 docs/notes/, the development record, follows the same rules (a tool's
 quoted output, as Slurm's "task 2:", is no issue).
+
+Beyond paths from the top of the tree, the user docs and the source
+comments are read for:
+- a path within src/ as comments write it (core/process.c), and a bare file
+  name (random.c, block.h) outside a fenced code block: some file of the tree
+  has that name (or it is a system header, <malloc.h>);
+- a backticked identifier that looks like one of Strata's (a module's
+  prefix, `heap_release`, `page_foreign`, `DELAYED_MARK`-style macros of
+  those modules): it occurs in the code, or is the name of a CTest test.
+The development record may name what is gone (it says what was tried), so
+these two checks stop at docs/notes/.
 """
 import os
 import re
@@ -23,6 +34,17 @@ PATH_RE = re.compile(r"(?<![\w./-])((?:%s)/[A-Za-z0-9_.+/-]*[A-Za-z0-9_+/])" % "
 CALL_RE = re.compile(r"(?<![:\w])((?!__)[A-Za-z_][A-Za-z0-9_]*_[A-Za-z0-9_]*)\(\)")
 OPT_RE = re.compile(r"\b((?:strata|STRATA)_[A-Za-z0-9_]*[A-Za-z0-9])\b")
 ISSUE_RE = re.compile(r"\b(?:[Ii]ssue|task) #?\d+\b(?!:)|\bstop \d+\b|\bh-[a-z]+(?:-[a-z]+)*\b(?= branch)")
+SRC_PATH_RE = re.compile(r"(?<![\w/.-])((?:%s)/[A-Za-z0-9_.+-]+\.[ch])\b"
+                         % "|".join(("core", "large", "arena", "os", "options", "storage", "transfer", "prof",
+                                     "segmap", "stats", "init")))
+FILE_RE = re.compile(r"(?<![\w/.<-])([A-Za-z0-9_+-]+\.(?:c|h|cc|cpp|py|sh))\b(?![\w/-])")
+# The prefixes of Strata's modules: a backticked name_with_them is Strata's.
+MODULES = ("heap", "page", "pages", "segment", "segmap", "pagemap", "large", "huge", "arena", "addrmap", "tree",
+           "os", "options", "opt", "sb", "storage", "chan", "cma", "xfer", "transfer", "prof", "stats", "takeover",
+           "purge", "canary", "guard", "budget", "pager", "ring", "block", "foreign", "remote", "malloc", "free",
+           "limits", "tier", "kept", "delayed", "size", "class", "thread", "process", "fork", "big", "small")
+SYMBOL_RE = re.compile(r"`((?:%s)_[A-Za-z0-9_]*[A-Za-z0-9]|(?:%s)_[A-Z0-9_]*[A-Z0-9])(?:\(\))?`"
+                       % ("|".join(MODULES), "|".join(m.upper() for m in MODULES)))
 COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 # Trees produced by a build or a run, named in docs as where output lands.
 GENERATED = ("bench/runs", "build", "bench/results/latest", "bench/.venv", "bench/.peers")
@@ -68,6 +90,14 @@ def identifiers():
     return names
 
 
+def file_names():
+    names = {"prog.c", "app.c"}   # the user's program in the docs' examples
+    for base, subdirs, files in os.walk(ROOT):
+        subdirs[:] = [d for d in subdirs if not d.startswith(".") and d not in ("build", "__pycache__")]
+        names.update(files)
+    return names
+
+
 def path_ok(p):
     p = p.rstrip("/.")
     if any(p == g or p.startswith(g + "/") for g in GENERATED):
@@ -80,23 +110,41 @@ def path_ok(p):
 
 def main():
     known = identifiers()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+    import check_test_names
+    check_test_names.ROOT = ROOT
+    known |= check_test_names.test_names()
+    files = file_names()
     problems = []
-    texts = []  # (file, line, text, is_user_doc)
+    texts = []  # (file, line, text, is_user_doc, strict): strict, not the development record
     readmes = sorted(walk(("bench", "tools", "tests", "mpi", "scripts"), ("README.md",)))
     for path in [os.path.join(ROOT, "README.md")] + sorted(walk(("docs",), (".md",))) + readmes:
-        notes = False   # the development notes say what, not which issue, too
+        strict = not rel(path).startswith("docs/notes/")
+        fenced = False
         with open(path, errors="replace") as f:
             for n, line in enumerate(f, 1):
-                texts.append((path, n, line, not notes))
+                if line.lstrip().startswith("```"):
+                    fenced = not fenced
+                texts.append((path, n, line, True, strict and not fenced))
     for path in sorted(walk(("src", "include", "mpi", "tools"), (".c", ".h", ".cc"))):
         with open(path, errors="replace") as f:
             for n, line in comments(f.read()):
-                texts.append((path, n, line, True))
-    for path, n, line, user in texts:
+                texts.append((path, n, line, True, True))
+    for path, n, line, user, strict in texts:
         where = "%s:%d" % (rel(path), n)
         for m in PATH_RE.finditer(line):
             if not path_ok(m.group(1)):
                 problems.append("%s: names %s, which does not exist" % (where, m.group(1)))
+        if strict:
+            for m in SRC_PATH_RE.finditer(line):
+                if not path_ok("src/" + m.group(1)) and not path_ok(m.group(1)):
+                    problems.append("%s: names %s, which is no file of src/" % (where, m.group(1)))
+            for m in FILE_RE.finditer(line):
+                if m.group(1) not in files and not os.path.exists("/usr/include/" + m.group(1)):
+                    problems.append("%s: names %s, no file of the tree" % (where, m.group(1)))
+            for m in SYMBOL_RE.finditer(line):
+                if m.group(1) not in known:
+                    problems.append("%s: names `%s`, found nowhere in the code" % (where, m.group(1)))
         for name in set(CALL_RE.findall(line)) | set(OPT_RE.findall(line)):
             if name not in known and not name.endswith("_"):
                 problems.append("%s: names %s, found nowhere in the code" % (where, name))

@@ -1,4 +1,4 @@
-/* stress_prodcons.c — the asymmetric case: producer threads only allocate,
+/* test_prodcons.c — the asymmetric case: producer threads only allocate,
  * one consumer thread only frees.  Every block is freed remotely into a
  * producer's heap, and each producer exits after a while (a new one takes
  * over), so blocks are also freed into heaps whose thread is gone.  The

@@ -1,4 +1,4 @@
-/* badinput_test.c — death tests for bad input.  Each case runs
+/* test_badinput.c — death tests for bad input.  Each case runs
  * badinput_victim in a child with some STRATA_* variables and checks how it
  * ended (SIGABRT, or exit 0 when errors are only warned about) and what it
  * wrote to stderr: "strata: free(): invalid pointer 0x..." or

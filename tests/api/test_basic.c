@@ -1,4 +1,4 @@
-/* api_basic.c — malloc, calloc, free, free_sized, free_aligned_sized,
+/* test_basic.c — malloc, calloc, free, free_sized, free_aligned_sized,
  * malloc_usable_size and strata_owns over every size class and into the
  * large tier: alignment, usable size, waste bound, writability, uniqueness
  * of malloc(0), and zeroing by calloc of reused memory.

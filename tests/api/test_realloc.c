@@ -1,4 +1,4 @@
-/* api_realloc.c — realloc and reallocarray: growing and shrinking across
+/* test_realloc.c — realloc and reallocarray: growing and shrinking across
  * every size class and into the large tier with the contents kept, in-place
  * resizing within a block's usable size, realloc(NULL, n), realloc(p, 0),
  * and failures that must leave the old block intact.

@@ -1,4 +1,4 @@
-/* numa_locality.c — Strata's NUMA placement checked against where the kernel
+/* test_numa_locality.c — Strata's NUMA placement checked against where the kernel
  * really put the pages (move_pages), on a machine with two nodes or more
  * (the qemu guest of guest.sh).
  *
@@ -21,18 +21,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/check.h"
+
 #include "strata.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
 
 #define PAGE 4096
 #define SMALL 256                 /* a small size class */
@@ -146,12 +138,12 @@ static void tally_blocks(const blocks *b, tally *small, tally *large) {
 
 static void expect_all_on(const char *what, const tally *t, int node) {
     int total = t->pages[0] + t->pages[1] + t->other;
-    CHECK(t->pages[node] == total, "%s: %d of %d pages on node %d (node0 %d node1 %d other %d)", what,
+    CHECKF(t->pages[node] == total, "%s: %d of %d pages on node %d (node0 %d node1 %d other %d)", what,
           t->pages[node], total, node, t->pages[0], t->pages[1], t->other);
 }
 static void expect_spread(const char *what, const tally *t) {
     int total = t->pages[0] + t->pages[1] + t->other;
-    CHECK(t->pages[0] * 5 >= total && t->pages[1] * 5 >= total, "%s: not spread: node0 %d node1 %d other %d", what,
+    CHECKF(t->pages[0] * 5 >= total && t->pages[1] * 5 >= total, "%s: not spread: node0 %d node1 %d other %d", what,
           t->pages[0], t->pages[1], t->other);
 }
 
@@ -185,7 +177,7 @@ static void check_place(const char *mode) {
         expect_placed(mode, "large", &l, interleave ? SPREAD : 1);
     } else {
         /* off: where the pages are is the kernel's business; Strata set no policy */
-        CHECK(policy_at(b.small[0]) == 0 && policy_at(b.large) == 0, "off: Strata set a memory policy (%d, %d)",
+        CHECKF(policy_at(b.small[0]) == 0 && policy_at(b.large) == 0, "off: Strata set a memory policy (%d, %d)",
               policy_at(b.small[0]), policy_at(b.large));
     }
     /* Allocated on node 1, first touched on node 0: Strata's choice (node 1)
@@ -276,8 +268,8 @@ static void check_crossfree(void) {
     pthread_create(&t0, NULL, pinned_thread, &a0);
     pthread_join(t1, NULL);
     pthread_join(t0, NULL);
-    CHECK(overlap(&shared_set, &after) == 0, "node 0 reused %d blocks of the node-1 heap", overlap(&shared_set, &after));
-    CHECK(overlap(&shared_set, &again) >= NX / 2, "node 1 reused only %d of its %d freed blocks",
+    CHECKF(overlap(&shared_set, &after) == 0, "node 0 reused %d blocks of the node-1 heap", overlap(&shared_set, &after));
+    CHECKF(overlap(&shared_set, &again) >= NX / 2, "node 1 reused only %d of its %d freed blocks",
           overlap(&shared_set, &again), NX);
     expect_set_on("crossfree: node-0 thread's blocks", &after, 0);
     expect_set_on("crossfree: node-1 thread's blocks", &again, 1);
@@ -288,7 +280,7 @@ static void check_crossfree(void) {
     on_node(1, set_alloc, &orphan);
     on_node(0, set_free, &orphan);
     on_node(0, set_alloc, &node0_after);
-    CHECK(overlap(&orphan, &node0_after) == 0, "node 0 reused %d blocks of an exited node-1 thread",
+    CHECKF(overlap(&orphan, &node0_after) == 0, "node 0 reused %d blocks of an exited node-1 thread",
           overlap(&orphan, &node0_after));
     expect_set_on("crossfree: node 0 after the orphan", &node0_after, 0);
     on_node(1, set_alloc, &node1_later);
@@ -299,7 +291,7 @@ static void check_crossfree(void) {
     int from0 = 0, last0 = -1;
     for (int i = 0; i < NX; i++)
         if (node_of_page(node1_later.p[i]) == 0) { from0++; last0 = i; }
-    CHECK(from0 == 0, "crossfree: node 1 after the orphan: %d blocks on node 0, the last at #%d", from0, last0);
+    CHECKF(from0 == 0, "crossfree: node 1 after the orphan: %d blocks on node 0, the last at #%d", from0, last0);
     expect_set_on("crossfree: node 1 after the orphan", &node1_later, 1);
     /* The same, made certain: a thread's first malloc on node 0 adopts the
      * abandoned node-0 segment (its pages of 192 bytes have free blocks),
@@ -310,13 +302,13 @@ static void check_crossfree(void) {
     strata_stats_get(&st0);
     on_node(0, adopt_then_move_to_1, &moved);
     strata_stats_get(&st1);
-    CHECK(st1.adopted > st0.adopted, "crossfree: the node-0 thread adopted no segment: the case is not tested");
+    CHECKF(st1.adopted > st0.adopted, "crossfree: the node-0 thread adopted no segment: the case is not tested");
     from0 = 0;
     last0 = -1;
     for (int i = 0; i < NX; i++)
         if (node_of_page(moved.p[i]) == 0) { from0++; last0 = i; }
     printf("crossfree: adopted on node 0, moved to node 1: %d blocks on node 0\n", from0);
-    CHECK(from0 == 0, "crossfree: adopted on node 0, moved to node 1: %d blocks on node 0, the last at #%d", from0,
+    CHECKF(from0 == 0, "crossfree: adopted on node 0, moved to node 1: %d blocks on node 0, the last at #%d", from0,
           last0);
 
     /* Large: a block a node-1 thread freed and a node-0 thread gets again
@@ -352,7 +344,7 @@ static void check_purge(void) {
     strata_stats_get(&s0);
     on_node(1, use_free_release_reuse, &j);
     strata_stats_get(&s1);
-    CHECK(j.released > 0 && s1.purged > s0.purged, "nothing was purged (%zu bytes)", j.released);
+    CHECKF(j.released > 0 && s1.purged > s0.purged, "nothing was purged (%zu bytes)", j.released);
     on_node(0, touch_blocks, &b);
     tally s, l;
     tally_blocks(&b, &s, &l);
@@ -391,8 +383,8 @@ static void *migrating(void *arg) {
     }
     printf("migrate: %d of %d allocations after the move were on node 0, the last at #%d (bound %d)\n", old,
            MIGRATE_N, last_old, MIGRATE_BOUND);
-    CHECK(old <= MIGRATE_BOUND, "%d allocations on the old node, bound %d", old, MIGRATE_BOUND);
-    CHECK(last_old < MIGRATE_BOUND, "an old-node block at #%d, after the bound %d", last_old, MIGRATE_BOUND);
+    CHECKF(old <= MIGRATE_BOUND, "%d allocations on the old node, bound %d", old, MIGRATE_BOUND);
+    CHECKF(last_old < MIGRATE_BOUND, "an old-node block at #%d, after the bound %d", last_old, MIGRATE_BOUND);
     void *big1 = malloc(LARGE);
     memset(big1, 4, LARGE);
     tally t = {{0}, 0};
@@ -424,15 +416,15 @@ static void check_policy(const char *which) {
     errno = 0;
     void *p = strata_malloc_onnode(1000, 0);
     if (!strcmp(which, "interleave")) {
-        CHECK(p != NULL, "onnode(0) under --interleave: %s", strerror(errno));
-        if (p) { memset(p, 5, 1000); CHECK(strata_node_of(p) == 0, "onnode(0) under --interleave gave node %d", strata_node_of(p)); }
+        CHECKF(p != NULL, "onnode(0) under --interleave: %s", strerror(errno));
+        if (p) { memset(p, 5, 1000); CHECKF(strata_node_of(p) == 0, "onnode(0) under --interleave gave node %d", strata_node_of(p)); }
     } else {
-        CHECK(p == NULL && errno == EINVAL, "onnode(0) where node 0 is not allowed: %p errno %d", p, errno);
+        CHECKF(p == NULL && errno == EINVAL, "onnode(0) where node 0 is not allowed: %p errno %d", p, errno);
     }
     free(p);
     p = strata_malloc_onnode(1000, 1);
-    CHECK(p != NULL, "onnode(1): %s", strerror(errno));
-    if (p) { memset(p, 5, 1000); CHECK(strata_node_of(p) == 1, "onnode(1) gave node %d", strata_node_of(p)); }
+    CHECKF(p != NULL, "onnode(1): %s", strerror(errno));
+    if (p) { memset(p, 5, 1000); CHECKF(strata_node_of(p) == 1, "onnode(1) gave node %d", strata_node_of(p)); }
     free(p);
 }
 
@@ -456,17 +448,17 @@ static void check_storage(void) {
     /* /run: a tmpfs in the guest (its /tmp may be the host's, read-only) */
     strata_sb_config cfg = {.dir = "/run", .budget = (size_t)16 << 20};
     int e = strata_sb_init(&cfg);
-    if (e) { fprintf(stderr, "FAIL: strata_sb_init: %s\n", strerror(e)); failures++; return; }
+    if (e) { fprintf(stderr, "FAIL: strata_sb_init: %s\n", strerror(e)); check_failures++; return; }
     unsigned char *p = NULL;
     on_node(1, sb_alloc_fill, &p);
-    CHECK(p != NULL, "strata_sb_malloc: %s", strerror(errno));
+    CHECKF(p != NULL, "strata_sb_malloc: %s", strerror(errno));
     if (!p) return;
     tally t = {{0}, 0};
     count_range(&t, p, SB_SIZE);
     expect_all_on("storage: filled on node 1", &t, 1);
-    CHECK(strata_sb_release(p, SB_SIZE) == 0, "strata_sb_release");
+    CHECKF(strata_sb_release(p, SB_SIZE) == 0, "strata_sb_release");
     uintptr_t sum = (uintptr_t)on_node(0, sb_read_all, &p);
-    CHECK(sum == 9u * (SB_SIZE / PAGE), "storage: data after the release: %lu", (unsigned long)sum);
+    CHECKF(sum == 9u * (SB_SIZE / PAGE), "storage: data after the release: %lu", (unsigned long)sum);
     memset(&t, 0, sizeof t);
     count_range(&t, p, SB_SIZE);
     expect_all_on("storage: loaded again by a node-0 thread", &t, 1);
@@ -492,19 +484,19 @@ static void check_api(void) {
     int nodes = nodes_count();
     if (nodes < 1) nodes = 1;
     int x = 0;
-    CHECK(strata_node_of(NULL) == -1, "node_of(NULL)");
-    CHECK(strata_node_of(&x) == -1, "node_of(a stack address) = %d", strata_node_of(&x));
+    CHECKF(strata_node_of(NULL) == -1, "node_of(NULL)");
+    CHECKF(strata_node_of(&x) == -1, "node_of(a stack address) = %d", strata_node_of(&x));
     void *fresh = malloc(LARGE);
-    CHECK(strata_node_of(fresh) == -1, "node_of(untouched block) = %d", strata_node_of(fresh));
+    CHECKF(strata_node_of(fresh) == -1, "node_of(untouched block) = %d", strata_node_of(fresh));
     free(fresh);
     int bad[] = {-1, nodes, 1000, 1 << 20};
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         errno = 0;
         void *p = strata_malloc_onnode(100, bad[i]);
-        CHECK(p == NULL && errno == EINVAL, "onnode(100, %d) = %p errno %d", bad[i], p, errno);
+        CHECKF(p == NULL && errno == EINVAL, "onnode(100, %d) = %p errno %d", bad[i], p, errno);
     }
     errno = 0;
-    CHECK(strata_malloc_onnode(SIZE_MAX, 0) == NULL && errno == ENOMEM, "onnode(SIZE_MAX) errno %d", errno);
+    CHECKF(strata_malloc_onnode(SIZE_MAX, 0) == NULL && errno == ENOMEM, "onnode(SIZE_MAX) errno %d", errno);
     size_t sizes[] = {1, 100, 5000, 100000, 300000};   /* the last in the large tier */
     for (int node = 0; node < nodes && node < 4; node++) {
         for (unsigned k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
@@ -517,15 +509,15 @@ static void check_api(void) {
             for (int i = 0; i < 64; i++) {
                 if (!o.p[i]) { null++; continue; }
                 if (strata_node_of(o.p[i]) != node) wrong++;
-                CHECK(strata_malloc_usable_size(o.p[i]) >= sizes[k], "usable size");
+                CHECKF(strata_malloc_usable_size(o.p[i]) >= sizes[k], "usable size");
             }
-            CHECK(null == 0 && wrong == 0, "onnode(%zu, %d): %d NULL, %d on another node", sizes[k], node, null, wrong);
+            CHECKF(null == 0 && wrong == 0, "onnode(%zu, %d): %d NULL, %d on another node", sizes[k], node, null, wrong);
             /* freed by another thread: the node heap gets them back */
             if (from >= 0) on_node(node, onnode_free, &o);
             else onnode_free(&o);
             onnode_alloc(&again);
             for (int i = 0; i < 64; i++)
-                CHECK(!again.p[i] || strata_node_of(again.p[i]) == node, "onnode(%zu, %d) again: node %d", sizes[k],
+                CHECKF(!again.p[i] || strata_node_of(again.p[i]) == node, "onnode(%zu, %d) again: node %d", sizes[k],
                       node, strata_node_of(again.p[i]));
             onnode_free(&again);
         }
@@ -542,12 +534,12 @@ static void check_api(void) {
             later[i] = strata_malloc_onnode(1000, node);
             for (int j = 0; j < 64; j++) reused += later[i] == o.p[j];
         }
-        CHECK(reused >= 32, "onnode(1000, %d): %d of 64 blocks freed by another thread reused", node, reused);
+        CHECKF(reused >= 32, "onnode(1000, %d): %d of 64 blocks freed by another thread reused", node, reused);
         for (int i = 0; i < 256; i++) free(later[i]);
     }
     void *m = malloc(300);
     memset(m, 7, 300);
-    CHECK(strata_node_of(m) >= 0 && strata_node_of(m) < nodes, "node_of(malloc) = %d", strata_node_of(m));
+    CHECKF(strata_node_of(m) >= 0 && strata_node_of(m) < nodes, "node_of(malloc) = %d", strata_node_of(m));
     free(m);
 }
 
@@ -572,6 +564,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "numa_locality: unknown check '%s'\n", what);
         return 2;
     }
-    if (failures) fprintf(stderr, "numa_locality %s %s: %d failure(s)\n", what, arg, failures);
-    return failures ? 1 : 0;
+    if (check_failures) fprintf(stderr, "numa_locality %s %s: %d failure(s)\n", what, arg, check_failures);
+    return check_failures ? 1 : 0;
 }

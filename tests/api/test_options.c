@@ -1,4 +1,4 @@
-/* api_options.c — options by API: every option has a name, get/set round
+/* test_options.c — options by API: every option has a name, get/set round
  * trips, values out of range give EINVAL and leave the option unchanged, and
  * strata_option_set_str parses names with or without the STRATA_ prefix and
  * textual values ("auto", "64k").

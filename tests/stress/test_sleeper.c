@@ -1,4 +1,4 @@
-/* stress_sleeper.c — remote frees to an owner that sleeps and to one that
+/* test_sleeper.c — remote frees to an owner that sleeps and to one that
  * does not, in turns, for a fixed time.  Each round the main thread
  * allocates a batch of blocks of many sizes and hands them to a new thread
  * that frees them all (past REMOTE_COLLECT_AFTER hand-overs it collects for

@@ -1,4 +1,4 @@
-/* numa_fake.c — the NUMA logic of the heaps on a faked two-node machine (the
+/* test_numa_fake.c — the NUMA logic of the heaps on a faked two-node machine (the
  * os_numa ops replaced, a thread's node set by the test), so it is checked
  * on every machine, without the guest: segments are tagged with the node
  * they were placed for, a thread that moves stops getting old-node blocks
@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 
 #include "common/fake_numa.h"
-#include "core/check.h"
+#include "common/check.h"
 #include "core/internal.h"
 
 static int node_of(const void *p) { return segment_of(p)->numa_node; }

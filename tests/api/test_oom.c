@@ -1,4 +1,4 @@
-/* api_oom.c — running out of memory for real: under an address-space limit
+/* test_oom.c — running out of memory for real: under an address-space limit
  * (RLIMIT_AS, set before the allocator starts), allocation fails cleanly —
  * NULL with errno = ENOMEM from malloc, calloc, realloc (old block kept) and
  * ENOMEM from posix_memalign — for large, medium and small sizes, nothing

@@ -1,4 +1,4 @@
-/* api_errno.c — sizes that cannot be served: every allocating function
+/* test_errno.c — sizes that cannot be served: every allocating function
  * returns NULL (or ENOMEM for posix_memalign) with errno = ENOMEM, never
  * crashes, and calloc/reallocarray catch multiplication overflow.
  */

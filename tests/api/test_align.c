@@ -1,4 +1,4 @@
-/* api_align.c — posix_memalign, aligned_alloc, memalign, valloc and pvalloc:
+/* test_align.c — posix_memalign, aligned_alloc, memalign, valloc and pvalloc:
  * alignments from 1 B to 1 GiB, usable size (exact: p + usable is the end of
  * the block, so writing it all must not touch a neighbour), and the EINVAL
  * cases of bad alignments.

@@ -1,4 +1,4 @@
-/* layout_probe — allocates and frees a few sizes of the size classes (8 B
+/* test_layout_probe.c — allocates and frees a few sizes of the size classes (8 B
  * to 40 KB), then prints how many pages of libstrata's text are
  * resident in this process ("text_resident PAGES of PAGES"), read from
  * /proc/self/pagemap.  check_hot_text.py runs it; alone it only checks that

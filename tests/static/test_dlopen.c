@@ -1,4 +1,4 @@
-/* dlopen_main.c — Strata loaded at run time with dlopen (a plugin, or a
+/* test_dlopen.c — Strata loaded at run time with dlopen (a plugin, or a
  * language runtime loading it late), not preloaded or linked: its thread-
  * local state must work in a library loaded after start, from the main
  * thread and from threads, with frees across threads.  The program keeps
@@ -9,12 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/check.h"
 
 static void *(*s_malloc)(size_t);
 static void (*s_free)(void *);
 static int (*s_owns)(const void *);
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
 
 enum { N = 20000 };
 static void *from_main[N];
@@ -58,7 +57,7 @@ int main(int argc, char **argv) {
     CHECK(pthread_create(&t[1], NULL, thread_main, NULL) == 0);
     pthread_join(t[1], &r1);
     CHECK(r0 == NULL && r1 == NULL);
-    if (failures) { fprintf(stderr, "dlopen: %d check(s) failed\n", failures); return 1; }
+    if (check_failures) return check_report("dlopen");
     printf("dlopen: Strata works when loaded at run time\n");
     return 0;
 }

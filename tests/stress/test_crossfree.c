@@ -1,4 +1,4 @@
-/* stress_crossfree.c — several threads allocate blocks of random sizes and
+/* test_crossfree.c — several threads allocate blocks of random sizes and
  * free most of them on other threads (remote frees through mailboxes), with
  * aligned blocks, reallocs (also of other threads' blocks) and local frees
  * mixed in, for a fixed time.  Every block is checked when freed; at the end

@@ -1,4 +1,4 @@
-/* stress_churn.c — thread churn: generation after generation of short-lived
+/* test_churn.c — thread churn: generation after generation of short-lived
  * threads, each freeing the blocks the previous generation handed over (so
  * frees land in heaps whose threads have exited), allocating new ones, and
  * exiting while still holding blocks it hands to the next generation.

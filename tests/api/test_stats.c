@@ -1,4 +1,4 @@
-/* api_stats.c — statistics: strata_stats_get counters move with the
+/* test_stats.c — statistics: strata_stats_get counters move with the
  * program's allocations, strata_stats_json writes valid JSON holding the
  * counters and behaves like snprintf when the buffer is short, and
  * strata_stats_print writes a readable report.  Class counts are exact

@@ -1,4 +1,4 @@
-/* exit_output.c — STRATA_SHOW_STATS=1 prints the statistics report at exit
+/* test_exit_output.c — STRATA_SHOW_STATS=1 prints the statistics report at exit
  * (the same report as strata_stats_print), STRATA_VERBOSE=1 prints every
  * option before main runs, and neither prints anything when unset.
  * The test runs itself as the child ("exit_output child") with each

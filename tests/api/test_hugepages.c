@@ -1,4 +1,4 @@
-/* api_hugepages.c — STRATA_HUGEPAGES is applied per mapping, never process
+/* test_hugepages.c — STRATA_HUGEPAGES is applied per mapping, never process
  * wide.  For each mode the test re-executes itself with the variable set,
  * allocates small blocks (a size-class segment) and a 16 MiB block (the
  * large tier), and reads the VmFlags of their mappings in /proc/self/smaps:

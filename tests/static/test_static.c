@@ -1,4 +1,4 @@
-/* static_main.c — a program linked statically with Strata (build/strata.o
+/* test_static.c — a program linked statically with Strata (build/strata.o
  * or libstrata.a, with libc dynamic or static).  It checks that Strata, not
  * libc, serves every path to malloc: direct calls, libc's own internal
  * allocations (strdup, getline, fopen), calloc/realloc/aligned allocation,
@@ -9,11 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/check.h"
 #include <malloc.h>
 #include "strata.h"
 
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
 
 static void *thread_main(void *arg) {
     (void)arg;
@@ -63,7 +62,7 @@ int main(void) {
     strata_stats_t st;
     strata_stats_get(&st);
     CHECK(st.small_allocated >= 5);
-    if (failures) { fprintf(stderr, "static link: %d check(s) failed\n", failures); return 1; }
+    if (check_failures) return check_report("static link");
     printf("static link: Strata serves malloc\n");
     return 0;
 }

@@ -1,4 +1,4 @@
-/* stress_takeover.c — another thread takes over the segments of a heap
+/* test_takeover.c — another thread takes over the segments of a heap
  * whose thread sleeps, while that thread sleeps and while it wakes up in
  * the middle of it.  Each round the main thread allocates a batch of blocks
  * of many sizes, and beside them blocks of its own; then a new thread

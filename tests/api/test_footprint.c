@@ -1,4 +1,4 @@
-/* api_footprint.c — what Strata itself costs a small program: the anonymous
+/* test_footprint.c — what Strata itself costs a small program: the anonymous
  * memory the whole process holds after its first malloc (read from the
  * kernel, /proc/self/status, with open/read so stdio allocates nothing).
  * A plain C program holds about 100 KiB under glibc; Strata adds a thread

@@ -1,4 +1,4 @@
-/* api_release.c — strata_release() gives free memory back now: after a lot
+/* test_release.c — strata_release() gives free memory back now: after a lot
  * is allocated and freed (with the purge delay set to "never" so nothing is
  * returned behind our back) it reports the bytes it returned, and the
  * resident set size really drops by about that much.

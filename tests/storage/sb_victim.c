@@ -1,4 +1,4 @@
-/* test_sb_victim.c — a process for sb_kill.sh to kill: it fills 4x its
+/* sb_victim.c — a process for sb_kill.sh to kill: it fills 4x its
  * budget of storage-backed memory in the directory given, says "ready",
  * and keeps touching it until killed. */
 #include "sb_util.h"

@@ -1,4 +1,4 @@
-/* stress_fork.c — fork from a multi-threaded process.  Worker threads keep
+/* test_fork.c — fork from a multi-threaded process.  Worker threads keep
  * allocating and freeing while the main thread forks again and again, so a
  * fork often lands while some thread is inside the allocator.  Each child
  * (which has only one thread) frees blocks the parent allocated — by the
