@@ -105,7 +105,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_SHOW_STATS = 0,            /* 0, 1 (default 0): 1: print statistics to stderr at exit */
     STRATA_OPTION_VERBOSE = 1,               /* 0, 1 (default 0): 1: print at start the memory and address-space limits read (a job's cgroup, STRATA_MEMORY_LIMIT, ulimit -v) and this table with the values in force */
     STRATA_OPTION_ON_ERROR = 6,              /* abort, warn (default abort): on an invalid or double free: abort, or warn and go on */
-    STRATA_OPTION_CHECK = 7,                 /* 0, 1 (default 0): 1: a live bit per 8 bytes and a canary after every block: overflows of one byte caught at free/realloc (slower) */
+    STRATA_OPTION_CHECK = 7,                 /* 0, 1 (default 0): 1: a live bit per 8 bytes and a canary after every size-class block: overflows of one byte caught at free/realloc (slower; read at start, docs/integrity.md) */
     /* -- Memory -- */
     STRATA_OPTION_MEMORY_LIMIT = 17,         /* bytes, 0 to 1048576g or auto (default auto): memory the process may use (RSS), e.g. 512m: past it, once the caches gave back what they hold, malloc fails with ENOMEM; auto: caches yield to the cgroup's limit (docs/limits.md) */
     STRATA_OPTION_PURGE_DELAY_MS = 3,        /* -1 to 3600000 (default 10): ms free memory stays committed before it is given back (MADV_DONTNEED); 0: at once, -1: never (both apply to the large tier too) */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../large/large.h"
+#include "../os/bits.h"
 #include "prof_sample.h"
 #include "../storage/preload.h"
 
@@ -26,8 +27,6 @@ void *strata_calloc(size_t count, size_t size) {
     }
     return strata_malloc_generic(tls_heap, total, true);
 }
-
-static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
 
 static void *realloc_impl(void *p, size_t size) {
     if (!p) return strata_malloc(size);

@@ -43,7 +43,6 @@ void strata_process_init(void) {
     strata_check_mode = opt(STRATA_OPTION_CHECK) != 0;
     strata_secret = os_random_u64();
     strata_free_sum = os_mix64(strata_secret ^ 0x66726565ULL) | ((uintptr_t)1 << 63);
-    if (segmap_init() != 0) strata_fatal("cannot map the segment map");
     /* Limits: the memory limit stated by hand (else the cgroup's is read
      * when first needed); both tiers give memory back when a map fails. */
     os_set_memory_limit((size_t)opt(STRATA_OPTION_MEMORY_LIMIT));

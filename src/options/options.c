@@ -59,7 +59,7 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
     [STRATA_OPTION_ON_ERROR] = {"ON_ERROR", KIND_ENUM, STRATA_ON_ERROR_ABORT, 0, 1, err_words,
         "on an invalid or double free: abort, or warn and go on"},
     [STRATA_OPTION_CHECK] = {"CHECK", KIND_BOOL, 0, 0, 1, NULL,
-        "1: a live bit per 8 bytes and a canary after every block: overflows of one byte caught at free/realloc (slower)"},
+        "1: a live bit per 8 bytes and a canary after every size-class block: overflows of one byte caught at free/realloc (slower; read at start, docs/integrity.md)"},
     /* -- Memory -- */
     [STRATA_OPTION_MEMORY_LIMIT] = {"MEMORY_LIMIT", KIND_SIZE, 0, 0, 1L << 50, limit_words,
         "memory the process may use (RSS), e.g. 512m: past it, once the caches gave back what they hold, malloc fails with ENOMEM; auto: caches yield to the cgroup's limit (docs/limits.md)"},

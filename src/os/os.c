@@ -195,11 +195,6 @@ int os_free(void *addr, size_t size) {
     return munmap(addr, size) == 0 ? 0 : errno;
 }
 
-void *os_remap(void *addr, size_t old_size, size_t new_size) {
-    void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
-    return p == MAP_FAILED ? NULL : p;
-}
-
 /* mremap moves only within one kernel mapping (VMA), and a block may span
  * several: pages moved earlier keep a mapping of their own, and commits
  * split ranges.  So move in pieces: the whole range first, half as much

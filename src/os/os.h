@@ -31,8 +31,6 @@ int os_free(void *addr, size_t size);
  * so a lifted guard merges back into its neighbours' mapping and guards
  * do not pile up in vm.max_map_count.  0 or an errno. */
 int os_guard(void *addr, size_t size, bool on);
-/* Grow or shrink a mapping, maybe moving it (mremap).  NULL on failure. */
-void *os_remap(void *addr, size_t old_size, size_t new_size);
 /* Moves the pages of [from, from+size) to [dst, dst+size) without copying
  * (mremap to a fixed place; dst must be mapped read/write and must not
  * overlap) and fills the range left behind with fresh read/write pages,

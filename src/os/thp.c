@@ -8,7 +8,7 @@
  * hands every free block of 2 MiB or more back to the host soon after the
  * guest frees it, so a huge page is fresh to the host far more often than
  * a 4 KiB page, which comes from the guest's small free lists.  Measured
- * on such a guest (bench/RESULTS.md, "Huge pages on a host that takes free
+ * on such a guest (docs/notes/large.md, "Huge pages on a host that takes free
  * memory back"): touching 1 GiB took 1.9 s on huge pages against 0.5 s on
  * 4 KiB pages, and 0.14-0.29 s on huge pages only when another process had
  * freed huge pages a moment before.

@@ -11,8 +11,6 @@
 
 _Atomic(uint8_t) *_Atomic segmap_top[TOP_ENTRIES];
 
-int segmap_init(void) { return 0; }
-
 static _Atomic(uint8_t) *leaf_get(uintptr_t top, bool create) {
     _Atomic(uint8_t) *leaf = atomic_load_explicit(&segmap_top[top], memory_order_acquire);
     if (leaf || !create) return leaf;

@@ -31,10 +31,6 @@ typedef enum segmap_kind_e {
 
 extern _Atomic(uint8_t) *_Atomic segmap_top[(size_t)1 << SEGMAP_TOP_BITS];
 
-/* Nothing to map up front any more; kept so start-up has one place that
- * would say why the map cannot work.  Returns 0. */
-int segmap_init(void);
-
 static inline segmap_kind segmap_lookup(const void *p) {
     uintptr_t i = (uintptr_t)p >> SEGMENT_SHIFT;
     uintptr_t top = i >> SEGMAP_LEAF_BITS;

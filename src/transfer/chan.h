@@ -13,7 +13,7 @@
  * the other's again only when that is used up: one cache line less to
  * fetch from the other core per record (a producer that saw room, a
  * consumer with records left).  Polling the record's own line instead of
- * head was tried and lost (bench/RESULTS.md): the line being written is
+ * head was tried and was slower: the line being written is
  * the one being polled.  A record's number, which a rendezvous's ack
  * carries, is its position + 1.  Rendezvous replies do not go through the other
  * direction's ring (they would interleave with its messages) but through

@@ -9,7 +9,7 @@
  *         with STRATA_CHAN_PUSH, the receiver answers with its buffer's
  *         address and the sender writes with process_vm_writev and
  *         answers in the lane's done word: one more hand-over, and
- *         measured no faster (bench/RESULTS.md), so pull is the default.
+ *         measured no faster (docs/notes/transfer.md), so pull is the default.
  *         A pull of two pieces or more is shared: the sender, which only
  *         waits, pushes some of the pieces meanwhile (share.c).
  *  shared the message in this end's shared arena (strata_chan_alloc) and
@@ -19,7 +19,7 @@
  *         word.  No page is pinned.  A message of one chunk or less is
  *         copied through the ring instead, without a round trip: per CPU
  *         second that was as fast at 64 KiB, the shared path 1.3-1.7x
- *         cheaper at 256 KiB-4 MiB (bench/RESULTS.md).
+ *         cheaper at 256 KiB-4 MiB (docs/notes/transfer.md).
  *  copy   everything else, and whenever the kernel refuses single copy: a
  *         pipelined double copy through the ring in chunks of a quarter of
  *         it, so the sender fills one chunk while the receiver drains another.

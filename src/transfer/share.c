@@ -14,8 +14,8 @@
  * end up waiting for a piece of a sender that waits for the CPU (the
  * scheduler often keeps the two ends together on a loaded machine).  Single copy by one thread ran at about 60 %
  * of a memcpy's speed here (the kernel copies 4 KiB at a time), so two
- * threads are what can bring a transfer to memcpy speed (bench/RESULTS.md,
- * "Transfers between processes").
+ * threads are what can bring a transfer to memcpy speed (docs/notes/transfer.md,
+ * "Transfers: huge-page alignment, shared pulls").
  *
  * A piece the kernel refuses to write for the sender (under Yama, say,
  * the receiver may read the sender but not the other way round) is left

@@ -8,7 +8,8 @@
  * blocks in the kernel (futex) on its side's doorbell, so an idle wait
  * costs nothing and its wake-up one system call.  The channel used to
  * yield after 64 spins for 10 ms and then sleep in 50 µs steps, which cost
- * 20-60 µs per small message on a busy machine (bench/RESULTS.md).
+ * 20-60 µs per small message on a busy machine (docs/notes/transfer.md,
+ * "Channel waits, shared arena, push or pull").
  *
  * The doorbell (chan.h) is a counter the peer increments, waking the
  * sleepers, only when this side has counted itself among them, so a peer
