@@ -52,7 +52,7 @@ static bool reporting_balloon(const char *dir, const char *name) {
            os_read_file(path, buf, sizeof buf) > VIRTIO_BALLOON_F_REPORTING && buf[VIRTIO_BALLOON_F_REPORTING] == '1';
 }
 
-bool os_host_reclaims_free_pages_under(const char *root) {
+bool os_host_takes_free_pages_under(const char *root) {
     char dir[200];
     if (!os_join_path(dir, sizeof dir, root, "/bus/virtio", "devices")) return false;
     /* getdents64 directly: this may run before libc is ready, and
@@ -78,17 +78,17 @@ bool os_host_reclaims_free_pages_under(const char *root) {
     return found;
 }
 
-static _Atomic int host_reclaims = -1;
+static _Atomic int host_takes = -1;
 
-bool os_host_reclaims_free_pages(void) {
-    int r = atomic_load_explicit(&host_reclaims, memory_order_relaxed);
+bool os_host_takes_free_pages(void) {
+    int r = atomic_load_explicit(&host_takes, memory_order_relaxed);
     if (r < 0) {
-        r = os_host_reclaims_free_pages_under("/sys");
-        atomic_store_explicit(&host_reclaims, r, memory_order_relaxed);
+        r = os_host_takes_free_pages_under("/sys");
+        atomic_store_explicit(&host_takes, r, memory_order_relaxed);
     }
     return r;
 }
 
-void os_host_reclaims_free_pages_assume(bool yes) {
-    atomic_store_explicit(&host_reclaims, yes, memory_order_relaxed);
+void os_host_takes_free_pages_assume(bool yes) {
+    atomic_store_explicit(&host_takes, yes, memory_order_relaxed);
 }

@@ -13,11 +13,18 @@ int os_thp_mode(void);
  * balloon with free page reporting): then the first touch of a fresh huge
  * page pays the host's faults for all of its 2 MiB at once.  Cached after
  * the first call. */
-bool os_host_reclaims_free_pages(void);
+bool os_host_takes_free_pages(void);
 /* The same test over a sysfs tree at root ("/sys" on a live system); for
  * tests, which build a fake one. */
-bool os_host_reclaims_free_pages_under(const char *root);
+bool os_host_takes_free_pages_under(const char *root);
 /* Tests: take this answer instead of the system's. */
-void os_host_reclaims_free_pages_assume(bool yes);
+void os_host_takes_free_pages_assume(bool yes);
+
+/* The names before "reclaim" came to mean only the reclaim hooks
+ * (docs/design.md, "Vocabulary"), for the large tier's callers until they
+ * are renamed (docs/notes/core.md, "One vocabulary"): then these go. */
+#define os_host_reclaims_free_pages os_host_takes_free_pages
+#define os_host_reclaims_free_pages_under os_host_takes_free_pages_under
+#define os_host_reclaims_free_pages_assume os_host_takes_free_pages_assume
 
 #endif

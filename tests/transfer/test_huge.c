@@ -29,7 +29,7 @@ int main(void) {
         return 77;
     }
     CHECK(strata_option_get(STRATA_OPTION_HUGEPAGES) == STRATA_HUGEPAGES_AUTO);
-    os_host_reclaims_free_pages_assume(false);
+    os_host_takes_free_pages_assume(false);
     size_t big = (size_t)16 << 20, hp = (size_t)2 << 20;
     char *b = strata_malloc(big);
     CHECK(b);

@@ -91,7 +91,7 @@ int main(void) {
     }
     /* The alignment is what is tested, wherever auto would advise: not on a
      * host that takes free memory back (tests/large/test_huge_host.c). */
-    os_host_reclaims_free_pages_assume(false);
+    os_host_takes_free_pages_assume(false);
     if (!kernel_gives_huge()) {
         printf("transfer_huge_backed: skipped: the kernel gives no huge page to an advised mapping now\n");
         return 77;
