@@ -55,7 +55,7 @@ target_link_libraries(strata PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 target_link_options(strata PRIVATE -Wl,-Bsymbolic-functions -Wl,-z,now)
 set_target_properties(strata PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0)
 
-# Code layout (issue 9: footprint).  The kernel maps a file's pages in 64 KiB
+# Code layout (footprint).  The kernel maps a file's pages in 64 KiB
 # windows around each page fault (fault-around), so a program has in memory
 # every window of libstrata's text it ran one instruction of: all 164 KiB of
 # it when the code a malloc-only program runs is spread among the storage,

@@ -1,5 +1,5 @@
 /* large-pairs.c — the cost of a malloc/free pair of medium and large
- * sizes (issue 14): for each size, 64 KiB to 1 MiB (powers of two and
+ * sizes: for each size, 64 KiB to 1 MiB (powers of two and
  * their midpoints, plus a few sizes that are neither), malloc then free at
  * once, over and over; a program that reuses a buffer of one size in a
  * loop does this.  Without --touch nothing is written (the allocator's own

@@ -1,5 +1,5 @@
 /* realloc-grow.c — growth of one block from 1 MiB to 1 GiB in 1 MiB steps
- * (issue 9: realloc of huge blocks uses mremap instead of copying).  Each
+ * (realloc of huge blocks moves pages with mremap instead of copying).  Each
  * step writes the new MiB, so the block is resident as it grows.  With
  * --fence, a 256 KiB block is allocated after every step and kept, so the
  * big block usually has a neighbour and cannot grow in place: the

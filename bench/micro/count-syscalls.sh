@@ -6,7 +6,7 @@
 # (metric sys_s, minflt).
 #
 # usage: bench/micro/count-syscalls.sh [-b BUILD] [-a glibc,jemalloc,...] [-- COMMAND ARGS...]
-# Default command: BUILD/bin/bench-map-churn -r 2 (issue 14's C++ map churn).
+# Default command: BUILD/bin/bench-map-churn -r 2 (the C++ map churn).
 # Prints one table row per allocator: calls of each, and the run's wall time
 # under strace.
 set -eu

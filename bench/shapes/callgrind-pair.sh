@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # callgrind-pair.sh [-b BUILD] [-B BASE_LIB] [-a ALLOCS] [SIZES...] — instructions
-# per malloc/free pair of one block (issue 14's pair-sweep shape), by
+# per malloc/free pair of one block (the pair-sweep shape), by
 # callgrind: exact and load-independent, unlike the timed sweep.  Each figure
 # is the difference of two runs (N pairs and none) divided by N, so start-up
 # costs drop out; everything the pair executes is in it (the loop's own few

@@ -4,7 +4,7 @@
 # tcmalloc, mimalloc, jemalloc, then again, ROUNDS times), so a machine
 # shared with other jobs loads them alike, and prints the median of every
 # `metric NAME VALUE` line per allocator, one column each, with the load
-# average before and after.  For issue 14's pair and producer-consumer
+# average before and after.  For the pair and producer-consumer
 # targets on a busy machine (-B names another libstrata.so, the allocator
 # `base` in ALLOCS: a before/after comparison in the same run):
 #   bench/shapes/pair-compare.sh -r 5 -- build/bin/bench-pair-sweep -n 100000

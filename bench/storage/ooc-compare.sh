@@ -1,5 +1,5 @@
 #!/bin/sh
-# The out-of-core comparison of docs/notes/storage.md (issue 10): each workload
+# The out-of-core comparison of docs/notes/storage.md: each workload
 # in a memory cgroup with a swap file (in-swap-cgroup.sh; needs root), OS
 # swap (glibc) against Strata's storage-backed variants (lazy read, the
 # default, and aggressive read), interleaved by interleave.py, medians of

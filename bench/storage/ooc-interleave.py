@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""ooc-interleave.py — the out-of-core comparison of docs/notes/storage.md (issue 10,
-second session): one workload in a memory cgroup of LIMIT with a swap file
+"""ooc-interleave.py — the out-of-core comparison of docs/notes/storage.md:
+one workload in a memory cgroup of LIMIT with a swap file
 (in-swap-cgroup.sh), OS swap (glibc) against one or more builds of Strata
 (--libs name=path/libstrata.so,...) under each read policy (--pols), and
 --inmem the plain program without any limit (the bound: no speed-up over swap

@@ -1,4 +1,4 @@
-/* sb-diskbw.c — how fast the backing directory moves bytes (issue 10): the
+/* sb-diskbw.c — how fast the backing directory moves bytes: the
  * floor under any out-of-core run there.  On an unlinked file in DIR it
  * writes, then reads back, MIB MiB in blocks of BLOCK KiB: direct I/O one
  * request at a time (what a synchronous fault or write-back sees), direct

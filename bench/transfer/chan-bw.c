@@ -187,7 +187,7 @@ static void memcpy_bw(void) {
  * alive until told to go.  --raw memfd: buf is a shared mapping of a memfd instead, which the child
  * maps too (by fork here; a peer would get the descriptor over a Unix
  * socket, once), and a transfer is one memcpy from it: the memfd-arena
- * path of issue 11, without its once-per-arena setup. */
+ * path, without its once-per-arena setup. */
 static void raw_bw(const char *dir) {
     int memfd = !strcmp(dir, "memfd");
     unsigned char *buf, *mine = buffer(block_size);
@@ -205,7 +205,7 @@ static void raw_bw(const char *dir) {
     if (pid == 0) {
         /* The child's own buffer, allocated and touched after the fork: one
          * shared copy-on-write with the parent copies like 4 KiB pages even
-         * when it is on huge pages (bench/RESULTS.md, issue 11). */
+         * when it is on huge pages (docs/notes/transfer.md). */
         if (!memfd) {
             buf = buffer(block_size);
             xfer_fill(buf, max_size, 11);

@@ -5,8 +5,8 @@
  * (MADV_NOHUGEPAGE), and the same copy by memcpy within one process.  The
  * page size each buffer really got is read back from /proc/PID/smaps
  * (AnonHugePages of its mapping), so a figure is never credited to huge
- * pages the kernel did not give.  Independent of libstrata (issue 11,
- * target b: does Open MPI's CMA mode gain from huge pages here?).
+ * pages the kernel did not give.  Independent of libstrata (the
+ * question: does Open MPI's CMA mode gain from huge pages here?).
  *
  *   bench-cma-pages [--src huge|4k] [--dst huge|4k] [--min B] [--max B] [--budget B]
  *                   [--offset B]

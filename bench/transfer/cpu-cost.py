@@ -3,7 +3,7 @@
 (user + system of both processes, from the children's rusage), for each
 large-message path at 64 KiB, 1 MiB and 16 MiB, median of RUNS interleaved
 runs (default 3).  On a loaded machine wall-clock bandwidth mostly measures
-the wait for a CPU; CPU time per byte does not (docs/notes/transfer.md, issue 11).
+the wait for a CPU; CPU time per byte does not (docs/notes/transfer.md).
 A waiting end's spinning and yielding counts, as it should; so does the
 setup (filling the buffers), which BUDGET (bytes per size) must outweigh.
 Environment: SIZES (bytes, space-separated), BUDGET, BLOCK, ONLY (see below).

@@ -3,7 +3,7 @@
 # RUNS rounds (A B C A B C ...), and prints one markdown table of the
 # medians of every `metric NAME@SIZE VALUE` line: GB/s for bandwidths
 # (MB/s / 1000), µs for latencies (columns marked "(lat)").  For quick
-# same-run comparisons on a loaded machine (docs/notes/transfer.md, issue 11);
+# same-run comparisons on a loaded machine (docs/notes/transfer.md);
 # `make bench` uses suite.tsv instead.  BEST=1: the best run of each cell
 # (highest bandwidth, lowest latency) instead of the median, what the
 # mechanism gives when no other process takes the CPUs.  Below 4 KiB a

@@ -1,4 +1,4 @@
-/* The small tier's footprint per thread and at start (issue 9): a heap
+/* The small tier's footprint per thread and at start: a heap
  * weighs what every thread needs, and its foreign-free cache (the other
  * half of what a heap used to weigh) is made only when the thread first
  * frees a block of another thread; blocks that came back to a page are

@@ -1,4 +1,4 @@
-/* Remote frees to an owner that sleeps (issue 9): a thread allocates 64 MiB
+/* Remote frees to an owner that sleeps: a thread allocates 64 MiB
  * of small blocks of many sizes, then blocks — in pthread_join, as Larson's
  * main thread does, and in pthread_cond_wait — while another thread frees
  * every block.  The memory must come back (resident set read from /proc,

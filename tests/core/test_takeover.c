@@ -1,4 +1,4 @@
-/* Takeover (issue 9, src/core/takeover.c): a thread that allocates reuses
+/* Takeover (src/core/takeover.c): a thread that allocates reuses
  * the free space in the partly used pages of a thread that sleeps.  The
  * main thread allocates 32 MiB of blocks of three sizes (so the pages it
  * allocates from, which keep their segments with it, are few) and sleeps in

@@ -18,6 +18,9 @@ comments are read for:
 - a backticked identifier that looks like one of Strata's (a module's
   prefix, `heap_release`, `page_foreign`, `DELAYED_MARK`-style macros of
   those modules): it occurs in the code, or is the name of a CTest test.
+The code of the tests, benchmarks, scripts and build (their comments, and
+the whole text of Python, shell and CMake files) names no issue either.
+
 The development record may name what is gone (it says what was tried), so
 these two checks stop at docs/notes/.
 """
@@ -47,6 +50,10 @@ SYMBOL_RE = re.compile(r"`((?:%s)_[A-Za-z0-9_]*[A-Za-z0-9]|(?:%s)_[A-Z0-9_]*[A-Z
                        % ("|".join(MODULES), "|".join(m.upper() for m in MODULES)))
 COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 # Trees produced by a build or a run, named in docs as where output lands.
+# Files other work owned when the issue check reached the tests: to reword
+# once it has merged, then drop from here.
+ISSUE_PENDING = ("tests/limits/test_segment_extent.c", "tests/limits/CMakeLists.txt", "tests/limits/test_heap_yields.c",
+                 "tests/large/test_large_apart.c", "tests/large/CMakeLists.txt")
 GENERATED = ("bench/runs", "build", "bench/results/latest", "bench/.venv", "bench/.peers")
 
 
@@ -130,6 +137,17 @@ def main():
         with open(path, errors="replace") as f:
             for n, line in comments(f.read()):
                 texts.append((path, n, line, True, True))
+    for path in sorted(walk(("tests", "bench", "scripts", "cmake", "tools", "mpi"),
+                            (".c", ".h", ".cc", ".cpp", ".py", ".sh", ".txt", ".cmake"))):
+        if rel(path) in ISSUE_PENDING or "/results/" in rel(path):
+            continue
+        with open(path, errors="replace") as f:
+            text = f.read()
+        lines = comments(text) if path.endswith((".c", ".h", ".cc", ".cpp")) else enumerate(text.split("\n"), 1)
+        for n, line in lines:
+            m = ISSUE_RE.search(line)
+            if m:
+                problems.append("%s:%d: names %r (say what, not which issue)" % (rel(path), n, m.group(0)))
     for path, n, line, user, strict in texts:
         where = "%s:%d" % (rel(path), n)
         for m in PATH_RE.finditer(line):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_hot_text.py LIB LIST PROBE — libstrata's code layout (issue 9).
+"""check_hot_text.py LIB LIST PROBE — libstrata's code layout (its footprint).
 
 1. The text segment is aligned to 64 KiB (the fault-around window), so the
    windows fall the same way in every process.

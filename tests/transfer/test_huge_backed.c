@@ -4,7 +4,7 @@
  * the kernel back every whole 2 MiB of it with huge pages (the
  * AnonHugePages of its mapping in /proc/self/smaps grow by that much).
  * Without the alignment the first up to 2 MiB of each block stayed on 4 KiB
- * pages, where a program's 1-2 MiB messages sit (issue 11).  Run with the
+ * pages, where a program's 1-2 MiB messages sit.  Run with the
  * default STRATA_HUGEPAGES=auto (blocks of LARGE_HUGE_MIN, 8 MiB, and more)
  * and once more with STRATA_HUGEPAGES=always (every block of 2 MiB or more).
  * Skipped, with the reason, where THP is off or the kernel gives no huge
