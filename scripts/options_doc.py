@@ -26,8 +26,8 @@ README_OPEN = "<!-- options-table -->\n"
 README_CLOSE = "<!-- /options-table -->"
 
 ENTRY_RE = re.compile(
-    r'\[STRATA_OPTION_(\w+)\]\s*=\s*\{"(\w+)",\s*(KIND_\w+),\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*(\w+),\s*'
-    r'((?:"(?:[^"\\]|\\.)*"\s*)+)\}')
+    r'\bOPT\((\w+),\s*(KIND_\w+),\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*(\w+),\s*'
+    r'((?:"(?:[^"\\]|\\.)*"\s*)+)\)')
 GROUP_RE = re.compile(r"/\* -- (.*?) -- \*/")
 
 
@@ -56,9 +56,7 @@ def read_table(header_text):
             group = m.group(1)
             continue
         e = ENTRY_RE.match(m.group(0))
-        key, name, kind, d, lo, hi, w, help_ = e.groups()
-        if key != name:
-            fail("table entry [STRATA_OPTION_%s] is named %r" % (key, name))
+        name, kind, d, lo, hi, w, help_ = e.groups()
         if group is None:
             fail("table entry %s comes before any /* -- group -- */ comment" % name)
         opts.append(dict(name=name, kind=kind[5:].lower(), default=c_value(d, consts), min=c_value(lo, consts),
