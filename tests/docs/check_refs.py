@@ -90,7 +90,7 @@ def identifiers():
         names.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
     # The options table names each option without its STRATA_ prefix.
     with open(os.path.join(ROOT, "src/options/options.c"), errors="replace") as f:
-        names.update("STRATA_" + n for n in re.findall(r'\{"([A-Z][A-Z0-9_]*)"', f.read()))
+        names.update("STRATA_" + n for n in re.findall(r"\bOPT\(([A-Z][A-Z0-9_]*),", f.read()))
     for extra in ("Makefile", "CMakeLists.txt"):
         with open(os.path.join(ROOT, extra), errors="replace") as f:
             names.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", f.read()))
