@@ -3,8 +3,8 @@
  *
  * Two levels over a 48-bit address space: the top table has one entry per
  * 4 GiB (address bits 32-47), each naming a second-level table with one
- * entry per 64 KiB granule (bits 16-31: a 32-bit move and one shift).  Entries hold offsets, not pointers — from a static,
- * all-zero second-level table and from page_foreign — so zero (never
+ * entry per 64 KiB granule (bits 16-31: a 32-bit move and one shift).
+ * Entries hold offsets from the map's base, not pointers, so zero (never
  * written, bss) means "not a size-class page": a pointer Strata did not
  * hand out from a segment lands on page_foreign, which no fast-path check
  * accepts, and free() goes to its generic path.  Address bits above 47 are
@@ -12,7 +12,15 @@
  * clear), and the block-start test rejects nearly every alias; one it
  * lets through faults on its first read, as it would under glibc.
  *
- * Costs: 1 MiB of address space (bss, never touched where unused) and
+ * Every table, the top one too, is laid out alike (pagemap_t): a zero
+ * page_t, then 2^16 entries.  The top table is also the second level of
+ * every region that has none: its entries read as page offsets are 0
+ * (page_foreign) or name a second-level table, whose head is the zero
+ * page_t — an empty page no fast-path check accepts either, which
+ * pagemap_foreign() tells from a real one by its index.  So the map costs the address
+ * space of one table (512 KiB of bss, never touched where unused), where
+ * a separate all-zero second level cost 512 KiB more: under ulimit -v the
+ * library's image is what a program must fit before it runs at all.  And
  * 512 KiB per 4 GiB of address space holding segments (one page touched
  * per 512 segments).  Entries are set before a segment's blocks are handed
  * out and cleared before it is unmapped, as for the segment map.
@@ -27,29 +35,42 @@
 #define PAGEMAP_L2_BITS 16
 #define PAGEMAP_L1_BITS 16
 _Static_assert(PAGEMAP_GRANULE_SHIFT + PAGEMAP_L2_BITS == 32, "pagemap_page splits an address at bit 32");
+_Static_assert(PAGEMAP_L1_BITS == PAGEMAP_L2_BITS, "the top table is read as a second level too");
 
-/* One object, so one code-relative address reaches the top table, the
- * empty second-level table and page_foreign.  All zero (bss): page_foreign
- * has no owner and no span, so free()'s fast path accepts no pointer that
- * maps to it.  Included by internal.h once page_t is known. */
+/* A table: one code-relative address reaches the top one's entries and
+ * page_foreign (its head).  All zero at first: the head has no owner and
+ * no span, so free()'s fast path accepts no pointer that maps to it.
+ * Included by internal.h once page_t is known. */
 typedef struct pagemap_s {
-    page_t foreign;           /* first: a page is base + its entry, no third offset */
-    uintptr_t l1[(size_t)1 << PAGEMAP_L1_BITS];
-    uintptr_t empty_l2[(size_t)1 << PAGEMAP_L2_BITS];
+    page_t head;              /* first: a page is base + its entry, no third offset */
+    uintptr_t e[(size_t)1 << PAGEMAP_L2_BITS];
 } pagemap_t;
-_Static_assert(offsetof(pagemap_t, foreign) == 0, "pagemap_page adds entries to the map's base");
+_Static_assert(offsetof(pagemap_t, head) == 0, "pagemap_page adds entries to the map's base");
 extern pagemap_t pagemap __attribute__((visibility("hidden")));
-#define page_foreign (pagemap.foreign)
+#define page_foreign (pagemap.head)
 
 static inline page_t *pagemap_page(const void *p) {
-    /* Written from one base address so the compiler folds the three
-     * offsets into the loads' displacements. */
+    /* Written from one base address so the compiler folds the offsets
+     * into the loads' displacements. */
     uintptr_t a = (uintptr_t)p, base = (uintptr_t)&pagemap;
     uintptr_t i1 = (uint16_t)(a >> 32);
     uintptr_t i2 = (uint32_t)a >> PAGEMAP_GRANULE_SHIFT;
-    uintptr_t e1 = RELAXED_LOAD(*(const uintptr_t *)(base + offsetof(pagemap_t, l1) + i1 * sizeof(uintptr_t)));
-    uintptr_t e2 = RELAXED_LOAD(*(const uintptr_t *)(base + offsetof(pagemap_t, empty_l2) + e1 + i2 * sizeof(uintptr_t)));
+    uintptr_t row = base + i2 * sizeof(uintptr_t);
+    /* Both loads have the same displacement: without this the compiler
+     * keeps base + it in a register of its own, one instruction more. */
+    __asm__("" : "+r"(row));
+    uintptr_t e1 = RELAXED_LOAD(*(const uintptr_t *)(base + offsetof(pagemap_t, e) + i1 * sizeof(uintptr_t)));
+    uintptr_t e2 = RELAXED_LOAD(*(const uintptr_t *)(row + e1 + offsetof(pagemap_t, e)));
     return (page_t *)(base + e2);
+}
+
+/* page, as pagemap_page() found it, is no size-class page: page_foreign,
+ * or the head of a second-level table (the address's region has no table
+ * of its own), marked in its index, which no page in a segment has.  Off
+ * the fast paths only. */
+#define PAGEMAP_HEAD_INDEX 0xff
+static inline bool pagemap_foreign(const page_t *page) {
+    return page == &page_foreign || page->index == PAGEMAP_HEAD_INDEX;
 }
 
 /* Maps the granules of [addr, addr + size) to the pages page_at(i) returns
