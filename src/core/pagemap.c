@@ -1,6 +1,6 @@
 /* pagemap.c — filling and clearing the page map (see pagemap.h).  Second-
  * level tables come from the OS layer on first use and are never freed:
- * at most one per 4 GiB of address space that ever held a segment. */
+ * at most one per 2 GiB of address space that ever held a segment. */
 #include "internal.h"
 
 #include <errno.h>
@@ -16,17 +16,17 @@ _Static_assert(SEGMENT_MAX_PAGES <= PAGEMAP_HEAD_INDEX, "no page in a segment ha
  * Installed with a CAS, not under a lock, so fork can never catch it half
  * done; the head is marked before the table is published. */
 static uintptr_t *l2_for(uintptr_t a, bool create) {
-    size_t i = (a >> (PAGEMAP_GRANULE_SHIFT + PAGEMAP_L2_BITS)) & L1_MASK;
+    size_t i = (a >> PAGEMAP_SPLIT) & L1_MASK;
     uintptr_t e = __atomic_load_n(&pagemap.e[i], __ATOMIC_ACQUIRE);
     if (!e && create) {
-        pagemap_t *t = os_alloc_aligned(sizeof(pagemap_t), os_page_size());
+        pagemap_l2_t *t = os_alloc_aligned(sizeof(pagemap_l2_t), os_page_size());
         if (!t) return NULL;
         t->head.index = PAGEMAP_HEAD_INDEX;
         uintptr_t want = (uintptr_t)t - (uintptr_t)&pagemap;
         if (__atomic_compare_exchange_n(&pagemap.e[i], &e, want, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) e = want;
-        else os_free(t, sizeof(pagemap_t));   /* another thread won; e is its table */
+        else os_free(t, sizeof(pagemap_l2_t));   /* another thread won; e is its table */
     }
-    return e ? ((pagemap_t *)((uintptr_t)&pagemap + e))->e : NULL;
+    return e ? ((pagemap_l2_t *)((uintptr_t)&pagemap + e))->e : NULL;
 }
 
 int pagemap_set(const void *addr, size_t size, page_t *(*page_at)(const void *seg, size_t granule), const void *seg) {

@@ -1,6 +1,6 @@
-/* The page map's top table is also the second level of every 4 GiB region
+/* The page map's top table is also the second level of every 2 GiB region
  * without a table of its own (src/core/pagemap.h): a pointer there whose
- * address bits 16-31 equal the index of a region that has one lands on
+ * address bits 16-30 equal the index of a region that has one lands on
  * that table's head, a zero page_t, not on page_foreign.  No check may take
  * it for a page: such a pointer, mapped here by hand, must go where every
  * pointer Strata did not hand out goes (storage-backed, large, glibc's,
@@ -9,7 +9,6 @@
  * and would have refused a block glibc gave).  Linked statically, so free
  * is Strata's. */
 #define _GNU_SOURCE 1
-#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +23,18 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
+static page_t *no_page(const void *seg, size_t granule) {
+    (void)seg;
+    (void)granule;
+    return NULL;
+}
+
 /* 64 KiB at an address in a region with no table whose granule index is
- * the index of table's region, or NULL. */
+ * region (one that has a table), or NULL. */
 static uint8_t *map_on_head(uintptr_t region) {
-    for (uintptr_t u = 1; u < 0x7fff; u++) {
+    for (uintptr_t u = 0x100; u < 0x7fff; u++) {
         if (u == region || pagemap.e[u] != 0) continue;
-        uintptr_t want = (u << 32) | ((region & 0xffff) << 16);
+        uintptr_t want = (u << PAGEMAP_SPLIT) | (region << PAGEMAP_GRANULE_SHIFT);
         void *m = mmap((void *)want, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
                        -1, 0);
         if (m == (void *)want) return m;
@@ -41,9 +46,13 @@ static uint8_t *map_on_head(uintptr_t region) {
 static void test_head_is_foreign(void) {
     uint8_t *p = malloc(100);
     CHECK(p != NULL);
-    uintptr_t region = (uintptr_t)p >> 32;
-    CHECK(pagemap.e[region] != 0);                  /* p's region has its table */
+    CHECK(pagemap.e[(uintptr_t)p >> PAGEMAP_SPLIT] != 0);   /* p's region has its table */
     CHECK(!pagemap_foreign(pagemap_page(p)));
+    /* Segments are mostly mapped above 64 TiB, in regions whose index no
+     * granule index reaches: a table for a low region (no segment in it). */
+    uintptr_t region = 0x10;
+    CHECK(pagemap_set((void *)(region << PAGEMAP_SPLIT), 1 << 16, no_page, NULL) == 0);
+    CHECK(pagemap.e[region] != 0);
     uint8_t *f = map_on_head(region);
     CHECK(f != NULL);
     if (!f) return;
