@@ -31,6 +31,10 @@ static uintptr_t *l2_for(uintptr_t a, bool create) {
 
 int pagemap_set(const void *addr, size_t size, page_t *(*page_at)(const void *seg, size_t granule), const void *seg) {
     uintptr_t a = (uintptr_t)addr;
+    /* Above the 47 bits the map reads, a segment would take the entries of
+     * one below (user mappings never go there unless asked, as on a kernel
+     * with 5-level page tables; the segment map stops there too). */
+    if ((a + size - 1) >> (PAGEMAP_SPLIT + PAGEMAP_L1_BITS)) return ENOMEM;
     for (size_t g = 0; g < (size >> PAGEMAP_GRANULE_SHIFT); g++) {
         uintptr_t x = a + (g << PAGEMAP_GRANULE_SHIFT);
         uintptr_t *l2 = l2_for(x, true);

@@ -6,9 +6,10 @@
  * pointer Strata did not hand out goes (storage-backed, large, glibc's,
  * else reported as an invalid pointer: warn mode here), not be looked for
  * among the blocks of a page (which reported "not a block of its page",
- * and would have refused a block glibc gave).  Linked statically, so free
- * is Strata's. */
+ * and would have refused a block glibc gave).  And a range above the 47
+ * bits the map reads is refused.  Linked statically, so free is Strata's. */
 #define _GNU_SOURCE 1
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +83,17 @@ static void test_head_is_foreign(void) {
     free(p);
 }
 
+/* The map reads 47 bits: a range above them would take the entries of the
+ * one 128 TiB below, so it is refused. */
+static void test_above_47_bits_refused(void) {
+    uintptr_t low = (uintptr_t)0x10 << PAGEMAP_SPLIT;
+    CHECK(pagemap_set((void *)(low + ((uintptr_t)1 << 47)), 1 << 16, no_page, NULL) == ENOMEM);
+    CHECK(pagemap_set((void *)(((uintptr_t)1 << 47) - (1 << 16)), 1 << 16, no_page, NULL) == 0);
+}
+
 int main(void) {
     strata_option_set(STRATA_OPTION_ON_ERROR, STRATA_ON_ERROR_WARN);
     RUN(test_head_is_foreign);
+    RUN(test_above_47_bits_refused);
     return check_failures;
 }
