@@ -221,7 +221,7 @@ static bool block_claim(block_t *b, const void *p, const char *call) {
 /* Everything but a plain remote free: errors, aligned and check-mode pages,
  * abandoned segments, the owner's frees into full pages. */
 static noinline void free_slow(void *p, page_t *page, const char *call) {
-    if (page == &page_foreign) {
+    if (pagemap_foreign(page)) {
         if (p) free_foreign(p, call);
         return;
     }

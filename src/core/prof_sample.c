@@ -117,7 +117,7 @@ static void prof_page_free(page_t *page, void *p) {
 /* Every free off the fast path while profiling: a block of a sampled page,
  * or of no page (large, storage-backed), may be a sampled one. */
 void prof_free(void *p, page_t *page) {
-    if (page == &page_foreign) {
+    if (pagemap_foreign(page)) {
         if (p) prof_forget(p);
     } else if (page_flags(page) & PAGE_SAMPLED) {
         /* An aligned pointer may be inside its block: the sample is the block's start. */

@@ -336,14 +336,15 @@ def min_limit(cmd, preload, lo, hi):
 def case_start(a):
     """Strata starts where glibc starts: the smallest ulimit -v under which
     a program runs is at most MARGIN above glibc's.  MARGIN is Strata's
-    fixed cost at start (the page map's 1 MiB of bss, the first segment,
-    the heap structures) and, for an interpreter, the size-class pages it
-    opens.  Programs: limits_prog first (one malloc), and this Python
-    interpreter running print(1)."""
+    fixed cost at start (the page map's top table, 512 KiB of bss, and the
+    library's image, less the heap glibc's malloc maps) and, for an
+    interpreter, the size-class pages it opens.  Programs: limits_prog
+    first (one malloc), and this Python interpreter, without site, running
+    print(1)."""
     margin = parse_size(a.args[0])
     programs = [("malloc(100)", [a.prog, "first"], margin)]
     if len(a.args) > 1:
-        programs.append(("python3 -c print(1)", [sys.executable, "-S", "-c", "print(1)"], parse_size(a.args[1])))
+        programs.append(("python3 -S -c print(1)", [sys.executable, "-S", "-c", "print(1)"], parse_size(a.args[1])))
     failed = 0
     for label, cmd, m in programs:
         g = min_limit(cmd, None, 1 << 20, 96 << 20)
@@ -353,7 +354,7 @@ def case_start(a):
             continue
         bad = s is None or s > g + m
         failed += bad
-        print(f"{label:20s} runs from ulimit -v {g >> 10} KiB with glibc, {s >> 10 if s else 'never'} KiB with "
+        print(f"{label:24s} runs from ulimit -v {g >> 10} KiB with glibc, {s >> 10 if s else 'never'} KiB with "
               f"Strata (at most {(g + m) >> 10}){'  WRONG' if bad else ''}")
     return 1 if failed else 0
 
