@@ -354,6 +354,7 @@ static size_t release_all(bool wait) {
         if (!atomic_load_explicit(&s->ready, memory_order_acquire)) continue;
         if (wait) stripe_lock(s);
         else if (pthread_mutex_trylock(&s->lock) != 0) continue;
+        else stripe_clock(s);
         size_t reserved = s->arena.st.reserved;
         s->count_resident = true;
         s->resident_purged = 0;
@@ -434,6 +435,7 @@ void large_fresh_elsewhere(size_t bytes) {
     for (int i = 0; i < LARGE_STRIPES && credit; i++) {
         stripe_t *s = &stripes[i];
         if (!atomic_load_explicit(&s->ready, memory_order_acquire) || pthread_mutex_trylock(&s->lock) != 0) continue;
+        stripe_clock(s);
         size_t reach = credit > SIZE_MAX / FRESH_OVERLAP ? SIZE_MAX : credit * FRESH_OVERLAP;
         size_t took = (arena_purge_oldest(&s->arena, reach) + FRESH_OVERLAP - 1) / FRESH_OVERLAP;
         stripe_unlock(s);   /* counts what was purged */

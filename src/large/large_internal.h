@@ -68,6 +68,12 @@ typedef struct stripe_s {
     size_t resident_purged;   /* what they measured */
     size_t frees_since_scan;  /* blocks freed into the arena since the last sparse scan */
     size_t stale_floor;       /* the resident set after this stripe's last stale collection */
+    /* The clock, read once per lock hold (stripe_refresh): the arena's
+     * now_ms hook returns it, and the resident set is read again only
+     * when it moved (a reading is 10 ms old at most anyway). */
+    uint64_t now_ms, rss_at;
+    size_t rss;
+    bool limited;             /* a memory limit was in force at the last configuration */
     /* The free blocks the last sparse scan read, by address (see there). */
     struct { uintptr_t addr; size_t size; } scanned[2][SPARSE_MEMO];
     unsigned scanned_n[2], scanned_cur;
@@ -158,6 +164,8 @@ size_t headroom_capped(size_t bytes, size_t extra);
 long purge_delay(void);
 bool large_one_thread(void);
 void stripe_refresh(stripe_t *s);
+/* Reads the clock for a lock hold that takes no refresh (trylock paths). */
+void stripe_clock(stripe_t *s);
 void stripe_lock(stripe_t *s);
 void stripe_unlock(stripe_t *s);
 stripe_t *my_home(void);

@@ -154,6 +154,13 @@ static int region_purge(void *addr, size_t len, void *ctx) {
     return os_purge(addr, len);
 }
 
+/* The arena's clock: the one its stripe read when its lock was taken
+ * (stripe_refresh), so that a malloc or free reads the clock once. */
+static uint64_t region_now_ms(void *ctx) {
+    stripe_t *st = ctx;
+    return st->now_ms;
+}
+
 arena_ops region_arena_ops(stripe_t *s) {
     return (arena_ops){.ctx = s,
                        .meta_map = arena_os_meta_map,
@@ -163,7 +170,7 @@ arena_ops region_arena_ops(stripe_t *s) {
                        .release_when_free = region_release_when_free,
                        .commit = region_commit,
                        .purge = region_purge,
-                       .now_ms = arena_os_now_ms};
+                       .now_ms = region_now_ms};
 }
 
 /* A block [p, p + len) is handed out: raise its reservation's high mark. */

@@ -51,13 +51,24 @@ size_t headroom_capped(size_t bytes, size_t extra) {
  * the cache itself as headroom: whatever the program allocates next, in
  * either tier, finds most of the room free.  (A flat quarter let a 256 MiB
  * cgroup's waves of 200 MiB peak 14 MiB above glibc.) */
-static size_t cache_limit(const stripe_t *s) {
+/* The process's resident set as of this lock hold's clock (os_rss_recent
+ * keeps a reading up to 10 ms old: asking again within a millisecond
+ * only costs a clock read). */
+static size_t stripe_rss(stripe_t *s) {
+    if (s->rss_at != s->now_ms) {
+        s->rss = os_rss_recent();
+        s->rss_at = s->now_ms;
+    }
+    return s->rss;
+}
+
+static size_t cache_limit(stripe_t *s) {
     size_t all = cache_option_bytes();
     /* Live bytes are address space: blocks touched in part (sparse arrays,
      * over-allocated buffers) would make an eighth of them far more than
      * an eighth of what is resident, so the resident set bounds them. */
     size_t live = atomic_load_explicit(&used_total, memory_order_relaxed);
-    size_t rss = os_rss_recent();
+    size_t rss = stripe_rss(s);
     if (rss && rss < live) live = rss;
     live /= 8;
     if (all > 0 && live > all) all = live;
@@ -113,20 +124,23 @@ bool large_one_thread(void) {
  * in mid-loop and faulted 528 times, 9 runs in 100 (rss 138 MiB,
  * span 264 MiB, last reading 74 MiB). */
 static _Atomic(bool) kept_apart;
-static bool touched_in_part(void) {
+static bool touched_in_part(stripe_t *s) {
     size_t span = atomic_load_explicit(&used_total, memory_order_relaxed) +
                   atomic_load_explicit(&large_dirty_total, memory_order_relaxed);
-    size_t rss = os_rss_recent();
+    size_t rss = stripe_rss(s);
     bool was = atomic_load_explicit(&kept_apart, memory_order_relaxed);
     bool now = rss && rss < (was ? span - span / 4 : span / 2);
     if (now != was) atomic_store_explicit(&kept_apart, now, memory_order_relaxed);
     return now;
 }
 
+void stripe_clock(stripe_t *s) { s->now_ms = os_now_ms(); }
+
 /* Options and the memory headroom change at run time; the arena follows. */
-void stripe_refresh(stripe_t *s) {
+static void stripe_configure(stripe_t *s) {
     s->arena.cfg.purge_delay_ms = purge_delay();
     s->arena.cfg.dirty_limit = cache_limit(s);
+    s->limited = os_memory_headroom() != SIZE_MAX;
     /* (Kept apart, dirty blocks are reused whole and need the pages past
      * each request given back, or they pile up more than coalesced ones
      * do: by the tail purge at allocation while one thread allocates, by
@@ -134,7 +148,12 @@ void stripe_refresh(stripe_t *s) {
      * threads, a new block started on a fresh page more often than not:
      * 1.45 faults per allocation under the scan, against 0.8-0.95 kept
      * apart, as glibc's 0.88.) */
-    s->arena.cfg.dirty_apart = LARGE_DIRTY_APART && !s->arena.cfg.first_fit && touched_in_part();
+    s->arena.cfg.dirty_apart = LARGE_DIRTY_APART && !s->arena.cfg.first_fit && touched_in_part(s);
+}
+
+void stripe_refresh(stripe_t *s) {
+    stripe_clock(s);
+    stripe_configure(s);
 }
 
 void stripe_lock(stripe_t *s) {
@@ -143,6 +162,7 @@ void stripe_lock(stripe_t *s) {
         pthread_mutex_lock(&s->lock);
     }
     if (!atomic_load_explicit(&s->ready, memory_order_relaxed)) {
+        stripe_clock(s);
         arena_ops ops = region_arena_ops(s);
         arena_config cfg = {.granule = os_page_size(),
                             .min_split = os_page_size(),
@@ -157,7 +177,15 @@ void stripe_lock(stripe_t *s) {
 
         atomic_store_explicit(&s->ready, true, memory_order_release);
     }
-    stripe_refresh(s);
+    /* What the configuration is computed from is read every 10 ms (the
+     * resident set) or changes by the program's own frees (the dirty
+     * sums): without a memory limit it is computed again once per clock
+     * tick, not on every lock (a malloc/free pair of a big block took the
+     * lock twice and computed it twice).  Under a limit the headroom moves
+     * with every block placed, and the budget follows it at once. */
+    uint64_t was = s->now_ms;
+    stripe_clock(s);
+    if (s->now_ms != was || s->limited) stripe_configure(s);
 }
 
 /* Purges what is due and moves the purge count to the global statistics. */
