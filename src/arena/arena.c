@@ -20,19 +20,30 @@ typedef union unit_u {
 
 #define POOL_CHUNK ((size_t)64 * 1024)
 
-static void *unit_get(arena_t *a) {
-    if (!a->pool_free) {
-        char *c = a->ops.meta_map(POOL_CHUNK, a->ops.ctx);
-        if (!c) return NULL;
-        /* The first unit of a chunk links the chunks for destroy. */
-        *(void **)c = a->pool_chunks;
-        a->pool_chunks = c;
-        for (size_t off = sizeof(unit); off + sizeof(unit) <= POOL_CHUNK; off += sizeof(unit)) {
-            unit *u = (unit *)(c + off);
-            u->next_free = a->pool_free;
-            a->pool_free = u;
-        }
+static bool pool_grow(arena_t *a) {
+    char *c = a->ops.meta_map(POOL_CHUNK, a->ops.ctx);
+    if (!c) return false;
+    /* The first unit of a chunk links the chunks for destroy. */
+    *(void **)c = a->pool_chunks;
+    a->pool_chunks = c;
+    for (size_t off = sizeof(unit); off + sizeof(unit) <= POOL_CHUNK; off += sizeof(unit)) {
+        unit *u = (unit *)(c + off);
+        u->next_free = a->pool_free;
+        a->pool_free = u;
     }
+    return true;
+}
+
+/* Whether two units can be taken (unit_get) without failing: an
+ * allocation reserves what its splits may need before it changes
+ * anything, and takes (and zeroes) a unit only for a split it makes. */
+static bool pool_reserve2(arena_t *a) {
+    const unit *u = a->pool_free;
+    return (u && u->next_free) || pool_grow(a);
+}
+
+static void *unit_get(arena_t *a) {
+    if (!a->pool_free && !pool_grow(a)) return NULL;
     unit *u = a->pool_free;
     a->pool_free = u->next_free;
     memset(u, 0, sizeof *u);
@@ -338,13 +349,9 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
     }
     if (!b) return NULL;
 
-    /* Take both possible new nodes first so nothing is half done on ENOMEM. */
-    if (addr_reserve(a, 2)) return NULL;
-    ablock *n1 = unit_get(a), *n2 = n1 ? unit_get(a) : NULL;
-    if (!n2) {
-        if (n1) unit_put(a, n1);
-        return NULL;
-    }
+    /* Room for both possible new nodes first so nothing is half done on
+     * ENOMEM (a block taken whole needs neither: nothing is zeroed for it). */
+    if (addr_reserve(a, 2) || !pool_reserve2(a)) return NULL;
     uintptr_t x = align_up(b->addr, align);
     /* A dirty block at most an eighth bigger than asked is taken whole:
      * cut, it would leave a dirty sliver as a block of its own (they do
@@ -357,20 +364,16 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
     size_remove(a, b);
     if (x > b->addr) {
         /* The padding in front stays free (b keeps it); the rest is new. */
-        ablock *rest = split_off(a, b, n1, x, block_end(b) - x);
+        ablock *rest = split_off(a, b, unit_get(a), x, block_end(b) - x);
         set_size(a, b, x - b->addr);
         pad = b;
         b = rest;
-        n1 = NULL;
     }
     if (b->size - size >= split_min) {
-        ablock *tail = split_off(a, b, n2, b->addr + size, b->size - size);
+        ablock *tail = split_off(a, b, unit_get(a), b->addr + size, b->size - size);
         set_size(a, b, size);
         cut = tail;
-        n2 = NULL;
     }
-    if (n1) unit_put(a, n1);
-    if (n2) unit_put(a, n2);
 
     bool was_clean = b->dlo == b->dhi;
     if (clean) *clean = was_clean;
