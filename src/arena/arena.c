@@ -4,41 +4,11 @@
  * touches the managed bytes; the only memory written is metadata from
  * ops.meta_map.
  */
-#include "arena.h"
+#include "arena_internal.h"
 #include "../os/assert.h"
 
 #include <errno.h>
 #include <string.h>
-
-struct aregion_s {
-    uintptr_t base, end;
-    uintptr_t commit_end;   /* [base, commit_end) is usable; commit grows it */
-    bool grown;             /* came from ops.grow, so ops.shrink may take it back */
-    aregion *next;
-};
-
-struct ablock_s {
-    tnode by_size;          /* in a->by_size while free */
-    ablock *prev, *next;    /* address order */
-    ablock *dprev, *dnext;  /* dirty list, while on_dirty */
-    aregion *region;        /* blocks merge only within one range */
-    uintptr_t addr;
-    size_t size;
-    uint64_t freed_ms;
-    /* [dlo, dhi): the part of a free block that may hold resident or
-     * non-zero pages (empty: the block reads as zero).  Kept exact for the
-     * common case — a freed block merged with never-used space — so the
-     * dirty byte count and purges cover only what was really used. */
-    uintptr_t dlo, dhi;
-    bool free, on_dirty;
-    bool in_dirty_tree;     /* dirty_apart: in a->dirty_by_size, not a->by_size */
-    /* cfg.lend: how far earlier occupants of the block, since its tail
-     * was last purged, may have written (0: anywhere in it); the next
-     * occupant that is lent less gives back only up to here.  Kept while
-     * the block stays whole, free or used. */
-    uintptr_t reach;
-    size_t lent;            /* used and lent part of it (cfg.lend); 0: all of it */
-};
 
 /* ---- Metadata pool: fixed-size units carved from meta_map chunks ------- */
 
@@ -50,19 +20,30 @@ typedef union unit_u {
 
 #define POOL_CHUNK ((size_t)64 * 1024)
 
-static void *unit_get(arena_t *a) {
-    if (!a->pool_free) {
-        char *c = a->ops.meta_map(POOL_CHUNK, a->ops.ctx);
-        if (!c) return NULL;
-        /* The first unit of a chunk links the chunks for destroy. */
-        *(void **)c = a->pool_chunks;
-        a->pool_chunks = c;
-        for (size_t off = sizeof(unit); off + sizeof(unit) <= POOL_CHUNK; off += sizeof(unit)) {
-            unit *u = (unit *)(c + off);
-            u->next_free = a->pool_free;
-            a->pool_free = u;
-        }
+static bool pool_grow(arena_t *a) {
+    char *c = a->ops.meta_map(POOL_CHUNK, a->ops.ctx);
+    if (!c) return false;
+    /* The first unit of a chunk links the chunks for destroy. */
+    *(void **)c = a->pool_chunks;
+    a->pool_chunks = c;
+    for (size_t off = sizeof(unit); off + sizeof(unit) <= POOL_CHUNK; off += sizeof(unit)) {
+        unit *u = (unit *)(c + off);
+        u->next_free = a->pool_free;
+        a->pool_free = u;
     }
+    return true;
+}
+
+/* Whether two units can be taken (unit_get) without failing: an
+ * allocation reserves what its splits may need before it changes
+ * anything, and takes (and zeroes) a unit only for a split it makes. */
+static bool pool_reserve2(arena_t *a) {
+    const unit *u = a->pool_free;
+    return (u && u->next_free) || pool_grow(a);
+}
+
+static void *unit_get(arena_t *a) {
+    if (!a->pool_free && !pool_grow(a)) return NULL;
     unit *u = a->pool_free;
     a->pool_free = u->next_free;
     memset(u, 0, sizeof *u);
@@ -77,125 +58,6 @@ static void unit_put(arena_t *a, void *p) {
 
 /* ---- Small helpers ------------------------------------------------------ */
 
-#define BLOCK_OF(node, field) ((ablock *)((char *)(node) - offsetof(ablock, field)))
-
-static inline uintptr_t align_up(uintptr_t x, size_t align) { return (x + align - 1) & ~(uintptr_t)(align - 1); }
-static inline uintptr_t align_down(uintptr_t x, size_t align) { return x & ~(uintptr_t)(align - 1); }
-static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
-static inline uintptr_t block_end(const ablock *b) { return b->addr + b->size; }
-
-static uint64_t now_ms(arena_t *a) { return a->ops.now_ms ? a->ops.now_ms(a->ops.ctx) : 0; }
-
-static void list_insert_after(arena_t *a, ablock *pos, ablock *b) {
-    b->prev = pos;
-    b->next = pos ? pos->next : a->head;
-    if (b->next) b->next->prev = b;
-    else a->tail = b;
-    if (pos) pos->next = b;
-    else a->head = b;
-}
-
-static void list_remove(arena_t *a, ablock *b) {
-    if (b->prev) b->prev->next = b->next;
-    else a->head = b->next;
-    if (b->next) b->next->prev = b->prev;
-    else a->tail = b->prev;
-    b->prev = b->next = NULL;
-}
-
-/* Room must have been reserved (addr_reserve) before any mutation starts. */
-static void addr_insert(arena_t *a, ablock *b) { addrmap_put(&a->by_addr, b->addr, b); }
-static void addr_remove(arena_t *a, ablock *b) { addrmap_del(&a->by_addr, b->addr); }
-static int addr_reserve(arena_t *a, size_t n) {
-    return addrmap_reserve(&a->by_addr, n, a->ops.meta_map, a->ops.meta_unmap, a->ops.ctx);
-}
-
-/* A free block goes to the dirty tree if the arena keeps dirty blocks
- * apart and it is dirty (on the dirty list) when inserted; it stays in
- * that tree until removed (size_remove). */
-static void size_insert_in(arena_t *a, ablock *b, bool dirty_tree) {
-    tree_node_init(&b->by_size, b->size, b->addr);
-    b->in_dirty_tree = dirty_tree;
-    tree_insert(dirty_tree ? &a->dirty_by_size : &a->by_size, &b->by_size);
-}
-
-static void size_insert(arena_t *a, ablock *b) { size_insert_in(a, b, a->cfg.dirty_apart && b->on_dirty); }
-
-static void size_remove(arena_t *a, ablock *b) {
-    tree_remove(b->in_dirty_tree ? &a->dirty_by_size : &a->by_size, &b->by_size);
-    b->in_dirty_tree = false;
-}
-
-/* The dirty list keeps free order: a block enters at the tail when freed,
- * or right after the block it was split from (same age). */
-static void dirty_insert_after(arena_t *a, ablock *pos, ablock *b) {
-    b->dprev = pos;
-    b->dnext = pos ? pos->dnext : a->dirty_head;
-    if (b->dnext) b->dnext->dprev = b;
-    else a->dirty_tail = b;
-    if (pos) pos->dnext = b;
-    else a->dirty_head = b;
-    b->on_dirty = true;
-    a->st.dirty_bytes += b->dhi - b->dlo;
-}
-
-static void dirty_remove(arena_t *a, ablock *b) {
-    if (!b->on_dirty) return;
-    if (b->dprev) b->dprev->dnext = b->dnext;
-    else a->dirty_head = b->dnext;
-    if (b->dnext) b->dnext->dprev = b->dprev;
-    else a->dirty_tail = b->dprev;
-    b->dprev = b->dnext = NULL;
-    b->on_dirty = false;
-    a->st.dirty_bytes -= b->dhi - b->dlo;
-}
-
-/* Sets b's dirty extent (empty when hi <= lo), keeping dirty_bytes right. */
-static void set_extent(arena_t *a, ablock *b, uintptr_t lo, uintptr_t hi) {
-    if (hi <= lo) lo = hi = 0;
-    if (b->on_dirty) a->st.dirty_bytes = a->st.dirty_bytes - (b->dhi - b->dlo) + (hi - lo);
-    b->dlo = lo;
-    b->dhi = hi;
-    if (b->on_dirty && lo == hi) dirty_remove(a, b);
-}
-
-/* The smallest extent covering both (either may be empty). */
-static void extent_hull(const ablock *x, uintptr_t *lo, uintptr_t *hi) {
-    if (x->dlo == x->dhi) return;
-    if (*lo == *hi) {
-        *lo = x->dlo;
-        *hi = x->dhi;
-        return;
-    }
-    if (x->dlo < *lo) *lo = x->dlo;
-    if (x->dhi > *hi) *hi = x->dhi;
-}
-
-/* Changes a block's size keeping the byte counters right (not the trees);
- * the dirty extent is clipped to the new bounds. */
-static void set_size(arena_t *a, ablock *b, size_t n) {
-    if (b->free) a->st.free_bytes = a->st.free_bytes - b->size + n;
-    else a->st.used_bytes = a->st.used_bytes - b->size + n;
-    b->size = n;
-    uintptr_t lo = b->dlo > b->addr ? b->dlo : b->addr, hi = b->dhi < b->addr + n ? b->dhi : b->addr + n;
-    if (lo != b->dlo || hi != b->dhi) set_extent(a, b, lo, hi);
-}
-
-static void count_block(arena_t *a, ablock *b, int sign) {
-    if (b->free) {
-        a->st.free_bytes += (size_t)sign * b->size;
-        a->st.free_blocks += (size_t)sign;
-    } else {
-        a->st.used_bytes += (size_t)sign * b->size;
-        a->st.used_blocks += (size_t)sign;
-    }
-}
-
-/* The debug build (STRATA_DEBUG) checks the whole arena (arena_check: the
- * list, the trees' order, coalescing, the counters, the dirty list) after
- * each change while it holds few blocks, and once every blocks/16 changes
- * when it holds more: a constant cost per operation, amortised, so a
- * debug run with thousands of blocks stays usable. */
 #if defined(STRATA_DEBUG)
 static void debug_check(arena_t *a) {
     size_t blocks = a->st.used_blocks + a->st.free_blocks;
@@ -487,13 +349,9 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
     }
     if (!b) return NULL;
 
-    /* Take both possible new nodes first so nothing is half done on ENOMEM. */
-    if (addr_reserve(a, 2)) return NULL;
-    ablock *n1 = unit_get(a), *n2 = n1 ? unit_get(a) : NULL;
-    if (!n2) {
-        if (n1) unit_put(a, n1);
-        return NULL;
-    }
+    /* Room for both possible new nodes first so nothing is half done on
+     * ENOMEM (a block taken whole needs neither: nothing is zeroed for it). */
+    if (addr_reserve(a, 2) || !pool_reserve2(a)) return NULL;
     uintptr_t x = align_up(b->addr, align);
     /* A dirty block at most an eighth bigger than asked is taken whole:
      * cut, it would leave a dirty sliver as a block of its own (they do
@@ -506,20 +364,16 @@ static void *alloc_impl(arena_t *a, size_t size, size_t align, size_t *usable, b
     size_remove(a, b);
     if (x > b->addr) {
         /* The padding in front stays free (b keeps it); the rest is new. */
-        ablock *rest = split_off(a, b, n1, x, block_end(b) - x);
+        ablock *rest = split_off(a, b, unit_get(a), x, block_end(b) - x);
         set_size(a, b, x - b->addr);
         pad = b;
         b = rest;
-        n1 = NULL;
     }
     if (b->size - size >= split_min) {
-        ablock *tail = split_off(a, b, n2, b->addr + size, b->size - size);
+        ablock *tail = split_off(a, b, unit_get(a), b->addr + size, b->size - size);
         set_size(a, b, size);
         cut = tail;
-        n2 = NULL;
     }
-    if (n1) unit_put(a, n1);
-    if (n2) unit_put(a, n2);
 
     bool was_clean = b->dlo == b->dhi;
     if (clean) *clean = was_clean;
@@ -641,7 +495,7 @@ static ablock *coalesce_clean(arena_t *a, ablock *b) {
     return b;
 }
 
-/* b is a used block in the list and the address tree. */
+/* b is a used block in the list and the address map. */
 static void free_block(arena_t *a, ablock *b) {
     b->lent = 0;
     count_block(a, b, -1);
@@ -684,9 +538,6 @@ static void free_block(arena_t *a, ablock *b) {
     maybe_give_back(a, b);
 }
 
-static ablock *find_block(const arena_t *a, const void *p) {
-    return addrmap_get(&a->by_addr, (uintptr_t)p);
-}
 
 int arena_free(arena_t *a, void *p, size_t *size) {
     ablock *b = find_block(a, p);
@@ -843,77 +694,4 @@ size_t arena_release(arena_t *a) {
     }
     debug_check(a);
     return done;
-}
-
-/* ---- Introspection ------------------------------------------------------ */
-
-void arena_get_stats(const arena_t *a, arena_stats *out) {
-    *out = a->st;
-    out->largest_free = 0;
-    for (tnode *t = a->by_size, *d = a->dirty_by_size; t || d; t = d, d = NULL) {
-        while (t && t->right) t = t->right;
-        if (t && t->k1 > out->largest_free) out->largest_free = t->k1;
-    }
-}
-
-void arena_walk(const arena_t *a, void (*fn)(void *, size_t, bool, void *), void *arg) {
-    for (ablock *b = a->head; b; b = b->next) fn((void *)b->addr, b->size, !b->free, arg);
-}
-
-const char *arena_check(const arena_t *a) {
-    size_t nfree = 0, nused = 0, bfree = 0, bused = 0, runs = 0, bdirty = 0;
-    const ablock *prev = NULL;
-    for (const ablock *b = a->head; b; prev = b, b = b->next) {
-        if (b->prev != prev) return "list: broken prev link";
-        if (!b->size || (b->size & (a->cfg.granule - 1)) || (b->addr & (a->cfg.granule - 1)))
-            return "block: size or address not a granule multiple";
-        if (prev && prev->addr >= b->addr) return "list: not in address order";
-        const aregion *r = b->region;
-        if (b->addr < r->base || block_end(b) > r->end) return "block: outside its range";
-        bool first = !prev || prev->region != r;
-        if (first) {
-            runs++;
-            if (b->addr != r->base) return "range: does not start with a block";
-        } else {
-            if (block_end(prev) != b->addr) return "list: gap or overlap between blocks";
-            if (prev->free && b->free && !prev->in_dirty_tree && !b->in_dirty_tree)
-                return "coalesce: two adjacent free blocks (neither kept apart as dirty)";
-        }
-        if ((!b->next || b->next->region != r) && block_end(b) != r->end) return "range: does not end with a block";
-        if (find_block(a, (void *)b->addr) != b) return "address map: block missing";
-        if (b->free) {
-            nfree++;
-            bfree += b->size;
-            if (b->lent) return "lent: a free block";
-            if (b->in_dirty_tree && !b->on_dirty) return "size tree: a clean block in the dirty tree";
-            tnode *t = tree_find(b->in_dirty_tree ? a->dirty_by_size : a->by_size, b->size, b->addr);
-            if (t != &b->by_size) return "size tree: free block missing";
-        } else {
-            nused++;
-            bused += b->size;
-            if (b->on_dirty) return "dirty list: used block on it";
-            if (b->lent >= b->size && b->lent) return "lent: not less than the block";
-            if (b->lent && (b->reach < b->addr + b->lent || b->reach > block_end(b))) return "lent: reach outside the block";
-        }
-    }
-    if (runs != a->st.regions) return "range: blocks of a range are not contiguous in the list";
-    if (prev != a->tail) return "list: tail";
-    if (nfree != a->st.free_blocks || bfree != a->st.free_bytes) return "counters: free";
-    if (nused != a->st.used_blocks || bused != a->st.used_bytes) return "counters: used";
-    if (tree_count(a->by_size) + tree_count(a->dirty_by_size) != nfree) return "size tree: count";
-    if (tree_check(a->dirty_by_size)) return "dirty size tree: order or heap broken";
-    if (a->by_addr.count != nfree + nused) return "address map: count";
-    if (tree_check(a->by_size)) return "size tree: order or heap broken";
-    const ablock *dp = NULL;
-    for (const ablock *d = a->dirty_head; d; dp = d, d = d->dnext) {
-        if (d->dprev != dp || !d->free || !d->on_dirty) return "dirty list: broken";
-        if (dp && dp->freed_ms > d->freed_ms) return "dirty list: not in age order";
-        if (d->dhi <= d->dlo || d->dlo < d->addr || d->dhi > block_end(d)) return "dirty list: bad extent";
-        bdirty += d->dhi - d->dlo;
-    }
-    if (dp != a->dirty_tail || bdirty != a->st.dirty_bytes) return "dirty list: bytes or tail";
-    size_t reserved = 0;
-    for (const aregion *r = a->regions; r; r = r->next) reserved += r->end - r->base;
-    if (reserved != a->st.reserved) return "counters: reserved";
-    return NULL;
 }

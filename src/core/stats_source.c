@@ -51,7 +51,7 @@ static void totals(strata_stats_t *out) {
     large_stats_t ls;
     large_stats_get(&ls);
     out->committed += ls.used_bytes + ls.dirty_bytes;
-    /* Its thread caches count on their own (src/large/large.c). */
+    /* Its thread caches count on their own (src/large/cache.c). */
     out->large_allocated += ls.cache_hits;
     out->large_freed += ls.cache_puts;
     out->large_live_bytes -= ls.cache_bytes;

@@ -72,7 +72,7 @@ typedef struct large_stats_s {
     uint64_t purged;        /* bytes purged, cumulative */
     uint64_t allocs, frees; /* cumulative */
     uint64_t lock_waits;    /* lock acquisitions that found the lock taken */
-    /* The thread caches (large.c).  Their blocks count as free above (and
+    /* The thread caches (cache.c).  Their blocks count as free above (and
      * as dirty: they are resident); allocs and frees include their hits and
      * puts. */
     size_t cache_bytes, cache_blocks;

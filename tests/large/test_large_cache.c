@@ -1,4 +1,4 @@
-/* test_large_cache.c — the large tier's thread cache (src/large/large.c):
+/* test_large_cache.c — the large tier's thread cache (src/large/cache.c):
  * a malloc/free pair of a medium size reuses the block without the arena;
  * a double free of a cached block is reported, from its thread and from
  * another; blocks freed by another thread, realloc, aligned and zeroed

@@ -1,4 +1,4 @@
-/* test_large_sparse.c — the large tier's sparse scan (large.c, "Sparse free
+/* test_large_sparse.c — the large tier's sparse scan (sparse.c, "Sparse free
  * space, with several threads"): with several threads, free blocks'
  * resident pages that lie in short runs are purged every so many frees.
  *
@@ -14,7 +14,7 @@
  *    with it: +12-14 MiB, the scan coming every 4x free blocks frees).  With STRATA_PURGE_DELAY_MS=-1 (argument "keep")
  *    the scan gives nothing back and the span stays resident.
  * Linked with the static library; the worker threads allocate a small
- * block first so that they count as threads of the heap (large.c's
+ * block first so that they count as threads of the heap (stripe.c's
  * scan runs only when more than one thread allocates).
  */
 #define _GNU_SOURCE
