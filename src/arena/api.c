@@ -13,6 +13,7 @@
 #include "../../include/strata.h"
 #include "../options/options.h"
 #include "../os/os.h"
+#include "../os/bits.h"
 
 #define DEFAULT_RESERVE ((size_t)1 << 30)
 #define DEFAULT_CALLER_GRANULE 256
@@ -27,7 +28,6 @@ struct strata_arena_s {
     size_t first_len;
 };
 
-static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
 /* ---- Ops for every arena -------------------------------------------------- */
@@ -175,7 +175,7 @@ void strata_arena_free(strata_arena *a, void *p) {
     int r = arena_free(&a->eng, p, NULL);
     if (a->reserved_by_us) {
         a->eng.cfg.purge_delay_ms = opt(STRATA_OPTION_PURGE_DELAY_MS);
-        arena_collect(&a->eng);
+        arena_purge_idle(&a->eng);
     }
     pthread_mutex_unlock(&a->lock);
     if (r == ARENA_INVALID) strata_error("arena free(): invalid pointer", p);

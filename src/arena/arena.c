@@ -659,7 +659,7 @@ static bool resize_impl(arena_t *a, void *p, size_t size, size_t *usable) {
 
 /* ---- Purging ------------------------------------------------------------ */
 
-size_t arena_collect(arena_t *a) {
+size_t arena_purge_idle(arena_t *a) {
     if (!a->ops.purge || !a->dirty_head) return 0;
     /* The limit may have shrunk since the last free (a memory limit's headroom). */
     size_t done = enforce_dirty_limit(a);

@@ -144,7 +144,7 @@ size_t arena_purge_lent(arena_t *a);
 bool arena_resize(arena_t *a, void *p, size_t size, size_t *usable);
 
 /* Purges dirty blocks idle longer than the delay.  Returns bytes purged. */
-size_t arena_collect(arena_t *a);
+size_t arena_purge_idle(arena_t *a);
 /* Purges the oldest dirty blocks, whatever their age, as long as their
  * dirty extents sum to at most bytes (stops at the first that would not
  * fit).  Returns the sum of the extents purged. */

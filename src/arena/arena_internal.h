@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "arena.h"
+#include "../os/bits.h"
 
 struct aregion_s {
     uintptr_t base, end;
@@ -44,7 +45,6 @@ struct ablock_s {
 
 static inline uintptr_t align_up(uintptr_t x, size_t align) { return (x + align - 1) & ~(uintptr_t)(align - 1); }
 static inline uintptr_t align_down(uintptr_t x, size_t align) { return x & ~(uintptr_t)(align - 1); }
-static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
 static inline uintptr_t block_end(const ablock *b) { return b->addr + b->size; }
 
 static inline uint64_t now_ms(arena_t *a) { return a->ops.now_ms ? a->ops.now_ms(a->ops.ctx) : 0; }

@@ -71,7 +71,7 @@ static size_t cache_bytes_of(const tcache_t *t, size_t *blocks) {
     for (unsigned c = 1; c <= CACHE_CLASSES; c++) {
         uint32_t n = __atomic_load_n(&t->bin[c].n, __ATOMIC_RELAXED);
         k += n;
-        bytes += n * class_size(c);
+        bytes += n * cache_class_size(c);
     }
     if (blocks) *blocks = k;
     return bytes;
@@ -89,7 +89,7 @@ static void cache_key_make(void) {
     if (pthread_key_create(&cache_key, cache_thread_exit) != 0) cache_key = (pthread_key_t)-1;
 }
 
-size_t cache_cap(void) {
+size_t cache_resident_cap(void) {
     if (purge_delay() == 0 || opt(STRATA_OPTION_LARGE_CACHE_MB) == 0) return 0;
     size_t cap = CACHE_BYTES;
     /* Under a limit the share is for all threads' caches together: other
@@ -116,7 +116,7 @@ static void cache_assert(const tcache_t *t) {
 
 void cache_set_cap(tcache_t *t) {
     t->threads_seen = atomic_load_explicit(&stats.threads, memory_order_relaxed);
-    size_t cap = cache_cap();
+    size_t cap = cache_resident_cap();
     t->room += (ptrdiff_t)cap - (ptrdiff_t)t->cap;
     t->cap = cap;
     cache_assert(t);
@@ -129,7 +129,7 @@ void cache_bin_flush(tcache_t *t, unsigned c, uint32_t n, bool trylock) {
     stripe_t *held = NULL;
     bool was_busy = t->busy;
     t->busy = true;   /* a reclaim hook run from in here must leave the bins alone */
-    size_t size = class_size(c);
+    size_t size = cache_class_size(c);
     for (; done < n; done++) {
         void *p = b->slot[done];
         uint64_t w = 0;
@@ -194,7 +194,7 @@ static __attribute__((noinline)) tcache_t *cache_create(void) {
     }
     memset(t, 0, sizeof *t);
     for (unsigned c = 1; c <= CACHE_CLASSES; c++) {
-        size_t m = CACHE_BIN_BYTES / class_size(c);
+        size_t m = CACHE_BIN_BYTES / cache_class_size(c);
         t->bin[c].max = m < 1 ? 1 : m > CACHE_SLOTS ? CACHE_SLOTS : (uint32_t)m;
     }
     t->epoch = atomic_load_explicit(&cache_epoch, memory_order_acquire);
@@ -268,7 +268,7 @@ static __attribute__((noinline)) bool cache_push_slow(void *p, unsigned c) {
     /* Threads came or went: the share of CACHE_TOTAL changed. */
     if (t->threads_seen != atomic_load_explicit(&stats.threads, memory_order_relaxed)) cache_set_cap(t);
     cache_bin_t *b = &t->bin[c];
-    size_t size = class_size(c);
+    size_t size = cache_class_size(c);
     if (size > t->cap) return false;
     /* The older half of the bin goes, and the biggest bins' blocks if the
      * thread's bound needs more room. */
@@ -288,7 +288,7 @@ static inline bool cache_push(void *p, unsigned c) {
     tcache_t *t = my_cache;
     if (__builtin_expect(t != NULL, 1) && __builtin_expect(t->epoch == atomic_load_explicit(&cache_epoch, memory_order_relaxed), 1)) {
         cache_bin_t *b = &t->bin[c];
-        size_t size = class_size(c);
+        size_t size = cache_class_size(c);
         if (__builtin_expect(b->n < b->max && t->room >= (ptrdiff_t)size, 1)) {
             cache_put(t, b, p, size);
             return true;
@@ -389,7 +389,7 @@ void large_cache_free_else(void *p, const char *call, void (*miss)(void *p, cons
         unsigned c = atomic_load_explicit(&my_region.cls[page], memory_order_relaxed);
         cache_bin_t *b = &t->bin[c];
         uint32_t n = b->n;
-        ptrdiff_t room = t->room - (ptrdiff_t)class_size(c);
+        ptrdiff_t room = t->room - (ptrdiff_t)cache_class_size(c);
         /* (Bin 0 is never used: its max is 0.) */
         if (__builtin_expect(n < b->max, 1) && __builtin_expect(room >= 0, 1)) {
             uint64_t key = cache_key_of(p);

@@ -15,7 +15,7 @@
  * nothing.
  *
  * Not on a virtual machine whose host takes free memory back
- * (os_host_reclaims_free_pages): there a fresh huge page costs the host's
+ * (os_host_takes_free_pages): there a fresh huge page costs the host's
  * faults for its whole 2 MiB at first touch, about four times what the
  * same bytes cost on 4 KiB pages, and programs that touch big blocks once
  * (bench-large-ml: 0.26 s on 4 KiB pages, 0.8-1.3 s advised) lose more
@@ -40,7 +40,7 @@
 
 static bool applies(size_t size) {
     return size >= LARGE_HUGE_MIN && opt(STRATA_OPTION_HUGEPAGES) == STRATA_HUGEPAGES_AUTO &&
-           os_thp_mode() == OS_THP_MADVISE && !os_host_reclaims_free_pages();
+           os_thp_mode() == OS_THP_MADVISE && !os_host_takes_free_pages();
 }
 
 void large_huge_advise(void *p, size_t size, bool allocated) {

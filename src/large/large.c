@@ -113,7 +113,7 @@ static void *alloc_slow_try(size_t size, size_t align, bool zero, int node, bool
     else if (size <= CACHE_MAX && align <= CACHE_PAGE && node < 0 && !my_cache_off &&
         atomic_load_explicit(&cache_secret, memory_order_acquire)) {
         cls = cache_class(size);
-        size = class_size(cls);
+        size = cache_class_size(cls);
     }
     size_t usable = 0;
     bool clean = false;
@@ -130,7 +130,7 @@ static void *alloc_slow_try(size_t size, size_t align, bool zero, int node, bool
      * then touches only what it fills. */
     tcache_t *t = my_cache;
     if (t && !zero && !t->busy && t->room < (ptrdiff_t)t->cap)
-        for (unsigned c = 1; c <= CACHE_CLASSES && class_size(c) < size; c++)
+        for (unsigned c = 1; c <= CACHE_CLASSES && cache_class_size(c) < size; c++)
             if (t->bin[c].n) cache_bin_flush(t, c, t->bin[c].n, false);
     stripe_t *home = my_home();
     stripe_lock(home);
@@ -220,13 +220,13 @@ static void *alloc_slow_try(size_t size, size_t align, bool zero, int node, bool
 }
 
 
-static __attribute__((noinline)) void free_slow(void *p);
+static __attribute__((noinline)) void large_free_uncached(void *p);
 
 void large_free(void *p) {
-    if (!large_cache_free(p)) free_slow(p);
+    if (!large_cache_free(p)) large_free_uncached(p);
 }
 
-static __attribute__((noinline)) void free_slow(void *p) {
+static __attribute__((noinline)) void large_free_uncached(void *p) {
     cache_check_epoch();
     uint64_t w = 0;
     int slot = slot_of(p, &w);
@@ -269,7 +269,7 @@ size_t large_usable_size(const void *p) {
     int slot = slot_of(p, &w);
     _Atomic(uint8_t) *e;
     unsigned cls = block_class(p, slot, w, &e);
-    if (cls) return block_cached(p) ? 0 : class_size(cls);
+    if (cls) return block_cached(p) ? 0 : cache_class_size(cls);
     stripe_t *s = slot < 0 ? NULL : &stripes[w & 3];
     if (!s || !atomic_load_explicit(&s->ready, memory_order_acquire)) return 0;
     stripe_lock(s);
@@ -454,7 +454,7 @@ void large_fresh_elsewhere(size_t bytes) {
  * their next large call (their cap is a small share already). */
 void large_trim(void) {
     tcache_t *t = my_cache;
-    if (t && !t->busy && (ptrdiff_t)t->cap - t->room > (ptrdiff_t)cache_cap()) {   /* cap - room: bytes cached */
+    if (t && !t->busy && (ptrdiff_t)t->cap - t->room > (ptrdiff_t)cache_resident_cap()) {   /* cap - room: bytes cached */
         cache_flush_all(t, true);
         cache_set_cap(t);
     }

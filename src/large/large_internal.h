@@ -224,7 +224,7 @@ extern uint8_t pages_class[CACHE_MAX / CACHE_PAGE + 1];
 extern size_t class_bytes[CACHE_CLASSES + 1];
 
 static inline unsigned cache_class(size_t size) { return pages_class[(size + CACHE_PAGE - 1) / CACHE_PAGE]; }
-static inline size_t class_size(unsigned c) { return class_bytes[c]; }
+static inline size_t cache_class_size(unsigned c) { return class_bytes[c]; }
 static inline uint64_t cache_key_of(const void *p) {
     return atomic_load_explicit(&cache_secret, memory_order_relaxed) ^ (uint64_t)(uintptr_t)p;
 }
@@ -234,7 +234,7 @@ void cache_check_epoch(void);
 bool large_cache_free(void *p);
 void cache_bin_flush(tcache_t *t, unsigned c, uint32_t n, bool trylock);
 void cache_flush_all(tcache_t *t, bool trylock);
-size_t cache_cap(void);
+size_t cache_resident_cap(void);
 void cache_set_cap(tcache_t *t);
 void cache_empty_all(bool trylock);
 /* Fills out's cache_* fields. */
@@ -257,7 +257,7 @@ static inline void *bin_pop(tcache_t *t, unsigned c, uint32_t n, size_t size) {
     void *p = b->slot[--n];
     bin_set_n(b, n);
     ((uint64_t *)p)[1] = 0;
-    t->room += (ptrdiff_t)class_size(c);
+    t->room += (ptrdiff_t)cache_class_size(c);
     OWN_ADD(t->hits, 1);
     if (__builtin_expect(t->numa, 0)) return cache_place(p, size);
     return p;

@@ -191,7 +191,7 @@ void stripe_lock(stripe_t *s) {
 /* Purges what is due and moves the purge count to the global statistics. */
 void stripe_unlock(stripe_t *s) {
     sparse_scan_due(s);
-    arena_collect(&s->arena);
+    arena_purge_idle(&s->arena);
     if (s->arena.st.used_bytes != s->used_seen) {
         atomic_fetch_add_explicit(&used_total, s->arena.st.used_bytes - s->used_seen, memory_order_relaxed);
         s->used_seen = s->arena.st.used_bytes;

@@ -20,11 +20,4 @@ bool os_host_takes_free_pages_under(const char *root);
 /* Tests: take this answer instead of the system's. */
 void os_host_takes_free_pages_assume(bool yes);
 
-/* The names before "reclaim" came to mean only the reclaim hooks
- * (docs/design.md, "Vocabulary"), for the large tier's callers until they
- * are renamed (docs/notes/core.md, "One vocabulary"): then these go. */
-#define os_host_reclaims_free_pages os_host_takes_free_pages
-#define os_host_reclaims_free_pages_under os_host_takes_free_pages_under
-#define os_host_reclaims_free_pages_assume os_host_takes_free_pages_assume
-
 #endif

@@ -225,7 +225,7 @@ void model_bad_free(model_t *m, uint64_t where) {
 
 void model_tick(model_t *m, unsigned ms) {
     m->e.now += ms;
-    arena_collect(&m->a);
+    arena_purge_idle(&m->a);
     verify(m);
 }
 

@@ -76,7 +76,7 @@ static void test_kept_apart(void) {
     CHECK(arena_free(&a, w, NULL) == ARENA_OK);
     /* Purged (by age), everything joins again: one clean block. */
     e.now += 1000;
-    arena_collect(&a);
+    arena_purge_idle(&a);
     CHECK_ARENA(&a);
     arena_get_stats(&a, &s);
     CHECK(s.free_blocks == 1 && s.dirty_bytes == 0 && s.free_bytes == 64 * MiB);
@@ -188,7 +188,7 @@ static void test_random(int steps) {
         if (r % 97 == 0) a.cfg.dirty_limit = (r >> 20) % 2 ? SIZE_MAX : (size_t)((r >> 24) % 64) * MiB;
         if (r % 13 == 0) {
             e.now += (r >> 8) % 60;
-            arena_collect(&a);
+            arena_purge_idle(&a);
             CHECK_ARENA(&a);
             continue;
         }

@@ -92,7 +92,7 @@ static void random_run(void) {
         } else {
             live[k] = arena_alloc(&arena, K * (1 + (x >> 20) % 64), (size_t)1 << ((x >> 40) % 16), NULL, NULL);
         }
-        if (i % 1000 == 999) { env.now += 100; arena_collect(&arena); }
+        if (i % 1000 == 999) { env.now += 100; arena_purge_idle(&arena); }
     }
     CHECK_ARENA(&arena);
     printf("random run: 20000 operations, no assertion\n");

@@ -287,7 +287,7 @@ static void test_purge(void) {
     arena_get_stats(&a, &s);
     CHECK(s.dirty_bytes == 64 * K);
     e.now = 1050;
-    CHECK(arena_collect(&a) == 0);           /* not idle long enough (delay 100) */
+    CHECK(arena_purge_idle(&a) == 0);           /* not idle long enough (delay 100) */
     void *p2 = arena_alloc(&a, 64 * K, 1, &u, &clean);
     CHECK(p2 == p && !clean);                /* reused with its pages: dirty */
     CHECK(arena_free(&a, p2, NULL) == ARENA_OK);
@@ -295,9 +295,9 @@ static void test_purge(void) {
     CHECK(arena_free(&a, q, NULL) == ARENA_OK);    /* merges p's block with q and the tail */
     CHECK_ARENA(&a);
     e.now = 1199;
-    CHECK(arena_collect(&a) == 0);
+    CHECK(arena_purge_idle(&a) == 0);
     e.now = 1200;
-    CHECK(arena_collect(&a) > 0 && e.purge_calls == 1);
+    CHECK(arena_purge_idle(&a) > 0 && e.purge_calls == 1);
     CHECK_ARENA(&a);
     arena_get_stats(&a, &s);
     CHECK(s.dirty_bytes == 0 && s.purged == e.purged_bytes);

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static inline int test_host_reclaims_free_pages(void) {
+static inline int test_host_takes_free_pages(void) {
     DIR *d = opendir("/sys/bus/virtio/devices");
     if (!d) return 0;
     int yes = 0;
@@ -41,7 +41,7 @@ static inline int test_auto_advises_big_blocks(void) {
         if (!fgets(thp, sizeof thp, f)) thp[0] = 0;
         fclose(f);
     }
-    return strstr(thp, "[madvise]") != NULL && !test_host_reclaims_free_pages();
+    return strstr(thp, "[madvise]") != NULL && !test_host_takes_free_pages();
 }
 
 /* 1 if the mapping holding p is advised MADV_HUGEPAGE ("hg" in its

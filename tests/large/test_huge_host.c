@@ -54,18 +54,18 @@ int main(void) {
     snprintf(root, sizeof root, "/tmp/strata-sysfs-%d", (int)getpid());
     mkdir(root, 0755);
 
-    CHECK(!os_host_reclaims_free_pages_under(root));
+    CHECK(!os_host_takes_free_pages_under(root));
     make_bus();
-    CHECK(!os_host_reclaims_free_pages_under(root));
+    CHECK(!os_host_takes_free_pages_under(root));
     put("virtio0", "device", "0x0002\n");                     /* a block device */
     put("virtio0", "features", "0010011001100000\n");         /* bit 5 set, but not a balloon */
-    CHECK(!os_host_reclaims_free_pages_under(root));
+    CHECK(!os_host_takes_free_pages_under(root));
     put("virtio1", "device", "0x0005\n");                     /* a balloon without reporting */
     put("virtio1", "features", "0110100000000000\n");
-    CHECK(!os_host_reclaims_free_pages_under(root));
+    CHECK(!os_host_takes_free_pages_under(root));
     put("virtio2", "device", "0x0005\n");                     /* features cut short */
     put("virtio2", "features", "011\n");
-    CHECK(!os_host_reclaims_free_pages_under(root));
+    CHECK(!os_host_takes_free_pages_under(root));
     /* Many devices, the reporting balloon among the last (several getdents batches). */
     for (int i = 3; i < 120; i++) {
         char name[32];
@@ -75,11 +75,11 @@ int main(void) {
     }
     put("virtio117", "device", "0x0005\n");
     put("virtio117", "features", "01100101000000000000000000000000100000\n");
-    CHECK(os_host_reclaims_free_pages_under(root));
+    CHECK(os_host_takes_free_pages_under(root));
     clear();
     rmdir(root);
-    printf("this system: the host %s free memory back\n", os_host_reclaims_free_pages() ? "takes" : "does not take");
-    CHECK(os_host_reclaims_free_pages() == (bool)test_host_reclaims_free_pages());   /* libc's reading agrees */
+    printf("this system: the host %s free memory back\n", os_host_takes_free_pages() ? "takes" : "does not take");
+    CHECK(os_host_takes_free_pages() == (bool)test_host_takes_free_pages());   /* libc's reading agrees */
 
     /* The policy (src/large/huge.c), where THP is in madvise mode. */
     char thp[128] = "";
@@ -91,7 +91,7 @@ int main(void) {
     if (strstr(thp, "[madvise]")) {
         size_t big = (size_t)16 << 20;
         for (int host = 0; host < 2; host++) {
-            os_host_reclaims_free_pages_assume(host);
+            os_host_takes_free_pages_assume(host);
             char *b = strata_malloc(big);
             CHECK(b);
             if (!b) break;
