@@ -268,7 +268,8 @@ def merge_check(a, d, n):
     check(len(files) == n, f"{n} profiles named by rank ({[os.path.basename(f) for f in files]})")
     if len(files) != n:
         return
-    p = subprocess.run([a.tool, "merge", "-s", "inuse_space"] + files, capture_output=True, text=True)
+    merged = os.path.join(d, "merged.pb.gz")
+    p = subprocess.run([a.tool, "merge", "-s", "inuse_space", "-o", merged] + files, capture_output=True, text=True)
     check(p.returncode == 0, f"strata-prof merge ({p.stderr.strip()})")
     m = re.search(r"^\s*(\d+)\s+[\d.]+%\s+(\d+)\s+(\d+)\s+site_rank\b", p.stdout, re.M)
     exact = 8e6 * sum(range(1, n + 1))
@@ -277,6 +278,36 @@ def merge_check(a, d, n):
         within(float(m.group(1)), exact, exact, "merge: site_rank summed over the ranks")
         check(int(m.group(3)) == n - 1, f"merge: the largest share of site_rank is rank {n - 1} ({m.group(3)})")
         within(float(m.group(2)), 8e6 * n, exact, "merge: the largest rank's share")
+    merged_check(a, d, merged, n, exact)
+
+
+def merged_check(a, d, merged, n, exact):
+    """The merged profile: a pprof file with, per site, the sum over the
+    ranks, the largest rank's value and (a label) which rank that is."""
+    check(os.path.exists(merged) and gzip.open(merged).read(2) != b"", "merge -o writes a gzip-wrapped profile")
+    if failures:
+        return
+    within(flat(a, merged, "inuse_space").get("site_rank", 0), exact, exact, "merged file: site_rank's sum (strata-prof)")
+    within(flat(a, merged, "inuse_space_max").get("site_rank", 0), 8e6 * n, exact,
+           "merged file: site_rank's largest rank (strata-prof)")
+    pprof = find_pprof(a)
+    if not pprof:
+        print("(no pprof: the merged file is checked with strata-prof only)")
+        return
+    env = dict(os.environ, PPROF_TMPDIR=d, HOME=d)
+    p = subprocess.run([pprof, "-top", "-nodecount=50", merged], capture_output=True, text=True, timeout=120, env=env)
+    check(p.returncode == 0, f"pprof -top reads the merged profile ({p.stderr.strip()[:300]})")
+    line = [l for l in p.stdout.splitlines() if l.rstrip().endswith(" site_rank")]
+    check(len(line) == 1, "pprof lists site_rank in the merged profile")
+    if line:
+        mb = re.match(r"\s*([\d.]+)MB", line[0])
+        check(mb is not None, f"pprof gives site_rank in MB ({line[0].strip()})")
+        if mb:
+            within(float(mb.group(1)) * 2**20, exact, exact, "merged file: site_rank's sum (pprof)")
+    p = subprocess.run([pprof, "-tags", "-focus=^site_rank$", merged], capture_output=True, text=True, timeout=120, env=env)
+    m = re.search(r"^ inuse_space_max_rank:[^\n]*\n\s*\S+ \([^)]*\): (\d+)\s*$", p.stdout, re.M)
+    check(p.returncode == 0 and m is not None and int(m.group(1)) == n - 1,
+          f"pprof -tags: site_rank's largest share is rank {n - 1} ({p.stdout.strip()[-300:]})")
 
 
 def case_ranks(a):
