@@ -18,7 +18,10 @@
  *
  * A sampled block's page is flagged PAGE_SAMPLED, which sends every free
  * of the page off the fast path to prof_free; the owner's free of the
- * page's last sampled block lifts the flag.
+ * page's last sampled block lifts the flag.  The page keeps its live
+ * samples' offsets (four slots; more, rarely, are counted and looked up
+ * in the profiler's table), so a free of an unsampled block there
+ * compares four words and is done.
  */
 #include "internal.h"
 #include "prof_sample.h"
@@ -34,10 +37,11 @@ void prof_start(void) {
     for (uint32_t c = 1; c <= CLASS_COUNT; c++) class_q[c] = prof_one_minus_exp_neg(class_size[c] / prof_rate_bytes);
 }
 
-/* Blocks of size bs to hand out unsampled before the next sampled one. */
+/* Blocks of size bs to hand out unsampled before the next sampled one
+ * (at most 2^31 - 1: prof_due is compared with allocs modulo 2^32). */
 static uint32_t draw_blocks(uint32_t bs) {
     double g = prof_draw() / bs;
-    return g >= 4e9 ? 4000000000u : (uint32_t)g;
+    return g >= 2147483647.0 ? 2147483647u : (uint32_t)g;
 }
 
 /* The page's list is cut after its first `left` blocks; the rest goes in
@@ -68,26 +72,39 @@ static void cut(page_t *page, uint32_t left) {
     page->local_free = b;
 }
 
-void prof_page_pop(page_t *page, void *p, size_t asked) {
+/* Where p's sample is kept for its free to find: its segment offset in
+ * a free slot of the page (never 0: page 0 starts after the header), or
+ * counted as spilled, when the free looks in the table. */
+static void page_slot_put(page_t *page, void *p) {
+    uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)segment_of(p));
+    for (size_t i = 0; i < sizeof page->prof_at / sizeof page->prof_at[0]; i++) {
+        uint32_t none = 0;
+        if (atomic_compare_exchange_strong_explicit(&page->prof_at[i], &none, off, memory_order_relaxed,
+                                                    memory_order_relaxed))
+            return;
+    }
+    atomic_fetch_add_explicit(&page->prof_spill, 1, memory_order_relaxed);
+}
+
+void prof_page_visit(page_t *page, void *p, size_t asked) {
     if (!p || page == &page_empty || page_of(segment_of(p), p) != page) return;   /* popped elsewhere (a repair) */
     uint32_t bs = page->block_size;
-    uint32_t served = page->allocs - 1 - page->prof_mark;   /* by the fast path since the last visit */
-    if (page->prof_cls != page->class_idx || served > page->capacity) {
+    uint32_t ahead = page->prof_due - page->allocs;   /* 0: this pop is the sampled one */
+    if (page->prof_cls != page->class_idx || ((int32_t)ahead < 0 && -ahead > page->capacity)) {
         page->prof_cls = page->class_idx;   /* new to this page's stream: memoryless, draw afresh */
-        page->prof_left = draw_blocks(bs);
-        served = 0;
+        ahead = draw_blocks(bs);
+        page->prof_due = page->allocs + ahead;
     }
-    bool sample = served >= page->prof_left;   /* (more only if blocks were added behind the cut) */
-    if (sample) page->prof_left = draw_blocks(bs);
-    else page->prof_left -= served + 1;
-    page->prof_mark = page->allocs;
+    bool sample = (int32_t)ahead <= 0;   /* (past it only if blocks were added behind the cut) */
+    if (sample) page->prof_due = page->allocs + 1 + draw_blocks(bs);
     if (sample && prof_record(p, asked, class_q[page->class_idx])) {
+        page_slot_put(page, p);
         atomic_fetch_add_explicit(&page->prof_live, 1, memory_order_relaxed);
         if (!(page_flags(page) & PAGE_SAMPLED)) page_flags_add(page, PAGE_SAMPLED);
     } else if ((page_flags(page) & PAGE_SAMPLED) && atomic_load_explicit(&page->prof_live, memory_order_relaxed) == 0) {
         page_flags_clear(page, PAGE_SAMPLED);   /* (the owner's to change; here it is the owner) */
     }
-    cut(page, page->prof_left);
+    cut(page, page->prof_due - page->allocs - 1);
 }
 
 void prof_big_alloc(void *p, size_t size) {
@@ -104,26 +121,30 @@ void prof_big_alloc(void *p, size_t size) {
     prof_record(p, size, prof_one_minus_exp_neg((double)size / prof_rate_bytes));
 }
 
-/* The owner freeing the page's last sampled block lifts the flag at once:
- * a block sampled and freed soon after (most are) would otherwise send
- * every free of the page down the generic path until the page's next
- * slow pop (a malloc(64)/free loop: 19 ns a pair became 35). */
-static void prof_page_free(page_t *page, void *p) {
-    if (prof_forget(p) && atomic_fetch_sub_explicit(&page->prof_live, 1, memory_order_relaxed) == 1 &&
+/* The free of p, which prof_free found in slot i of page, or maybe
+ * among the page's spilled samples (i < 0), or of no page (page_foreign).
+ * Of two racing frees of one sampled block one takes the slot; the other
+ * finds none and is reported as the double free it is.  The owner
+ * freeing the page's last sampled block lifts the flag at once: a block
+ * sampled and freed soon after (most are) would otherwise send every free
+ * of the page down the generic path until the page's next slow pop (a
+ * malloc(64)/free loop: 19 ns a pair became 35). */
+void prof_page_free(page_t *page, void *p, int i) {
+    if (page == &page_foreign) {
+        prof_forget(p);
+        return;
+    }
+    if (i >= 0) {
+        uint32_t at = (uint32_t)((uintptr_t)p - (uintptr_t)segment_of(p));
+        if (!atomic_compare_exchange_strong_explicit(&page->prof_at[i], &at, 0, memory_order_relaxed,
+                                                     memory_order_relaxed))
+            return;
+        prof_forget(p);
+    } else {
+        if (!prof_forget(p)) return;
+        atomic_fetch_sub_explicit(&page->prof_spill, 1, memory_order_relaxed);
+    }
+    if (atomic_fetch_sub_explicit(&page->prof_live, 1, memory_order_relaxed) == 1 &&
         atomic_load_explicit(&page->heap, memory_order_relaxed) == tls_heap)
         page_flags_clear(page, PAGE_SAMPLED);
-}
-
-/* Every free off the fast path while profiling: a block of a sampled page,
- * or of no page (large, storage-backed), may be a sampled one. */
-void prof_free(void *p, page_t *page) {
-    if (page == &page_foreign) {
-        if (p) prof_forget(p);
-    } else if (page_flags(page) & PAGE_SAMPLED) {
-        /* An aligned pointer may be inside its block: the sample is the block's start. */
-        if ((page_flags(page) & PAGE_ALIGNED) && (uint8_t *)p >= page->start &&
-            (uintptr_t)p - (uintptr_t)page->start < page->span)
-            p = page_block_start(page, p);
-        prof_page_free(page, p);
-    }
 }
