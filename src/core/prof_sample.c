@@ -16,15 +16,25 @@
  * fall in the list.  Blocks of the large tier (and storage-backed ones) are
  * counted per thread, in bytes, on their own slow path.
  *
- * A sampled block's page is flagged PAGE_SAMPLED, which sends every free
- * of the page off the fast path to prof_free; the owner's free of the
- * page's last sampled block lifts the flag.  The page keeps its live
- * samples' offsets (four slots; more, rarely, are counted and looked up
- * in the profiler's table), so a free of an unsampled block there
- * compares four words and is done.
+ * A sampled block is held apart when it can be: the malloc that the cut
+ * sent to the refill path gets a block of the large tier instead (recorded
+ * there, its free finds no page and looks in the table), and the page's
+ * block goes back to its list.  So no page is flagged, and the frees of
+ * unsampled blocks stay on the fast path.  Where the caller needs the
+ * page's own block (calloc, aligned requests, check mode, the page search)
+ * or the large tier has no room, the sample stays in place: its page is
+ * flagged PAGE_SAMPLED, which sends every free of the page off the fast
+ * path to prof_free; the owner's free of the page's last sampled block
+ * lifts the flag.  The page keeps its live samples' offsets (four slots;
+ * more, rarely, are counted and looked up in the profiler's table), so a
+ * free of an unsampled block there compares four words and is done.
  */
 #include "internal.h"
 #include "prof_sample.h"
+
+#include <errno.h>
+
+#include "../large/large.h"
 
 static STRATA_TLS int64_t big_left;        /* large tier: bytes before the next sample */
 static STRATA_TLS bool big_drawn;
@@ -86,8 +96,28 @@ static void page_slot_put(page_t *page, void *p) {
     atomic_fetch_add_explicit(&page->prof_spill, 1, memory_order_relaxed);
 }
 
-void prof_page_visit(page_t *page, void *p, size_t asked) {
-    if (!p || page == &page_empty || page_of(segment_of(p), p) != page) return;   /* popped elsewhere (a repair) */
+/* A sampled block held apart: from the large tier, in place of p, which
+ * goes back to the front of its page's list as if never popped (the page
+ * stays unflagged, so the frees of its other blocks keep the fast path;
+ * the sample's own free finds no page and looks in the table).  A page of
+ * 4 KiB at most per sample, one per STRATA_PROF_RATE bytes on average:
+ * under 1 % of the live heap at the default rate.  NULL if the large tier
+ * has no room (the sample then stays in place). */
+static void *held_apart(page_t *page, void *p, size_t asked) {
+    if (page_flags(page) & PAGE_CHECK) return NULL;   /* (the canary goes where the page says) */
+    int saved = errno;
+    void *q = large_alloc(asked ? asked : 1, 16, false);
+    errno = saved;
+    if (!q) return NULL;
+    block_set_next(page, p, page->free);
+    page->free = p;
+    page->used--;
+    page->allocs--;
+    return q;
+}
+
+void *prof_page_visit(page_t *page, void *p, size_t asked, bool movable) {
+    if (!p || page == &page_empty || page_of(segment_of(p), p) != page) return p;   /* popped elsewhere (a repair) */
     uint32_t bs = page->block_size;
     uint32_t ahead = page->prof_due - page->allocs;   /* 0: this pop is the sampled one */
     if (page->prof_cls != page->class_idx || ((int32_t)ahead < 0 && -ahead > page->capacity)) {
@@ -96,15 +126,19 @@ void prof_page_visit(page_t *page, void *p, size_t asked) {
         page->prof_due = page->allocs + ahead;
     }
     bool sample = (int32_t)ahead <= 0;   /* (past it only if blocks were added behind the cut) */
+    void *q = sample && movable ? held_apart(page, p, asked) : NULL;
     if (sample) page->prof_due = page->allocs + 1 + draw_blocks(bs);
-    if (sample && prof_record(p, asked, class_q[page->class_idx])) {
+    if (q) {
+        prof_record(q, asked, class_q[page->class_idx]);   /* (if not recorded: an unsampled block after all) */
+    } else if (sample && prof_record(p, asked, class_q[page->class_idx])) {
         page_slot_put(page, p);
         atomic_fetch_add_explicit(&page->prof_live, 1, memory_order_relaxed);
         if (!(page_flags(page) & PAGE_SAMPLED)) page_flags_add(page, PAGE_SAMPLED);
-    } else if ((page_flags(page) & PAGE_SAMPLED) && atomic_load_explicit(&page->prof_live, memory_order_relaxed) == 0) {
-        page_flags_clear(page, PAGE_SAMPLED);   /* (the owner's to change; here it is the owner) */
     }
+    if ((page_flags(page) & PAGE_SAMPLED) && atomic_load_explicit(&page->prof_live, memory_order_relaxed) == 0)
+        page_flags_clear(page, PAGE_SAMPLED);   /* (the owner's to change; here it is the owner) */
     cut(page, page->prof_due - page->allocs - 1);
+    return q ? q : p;
 }
 
 void prof_big_alloc(void *p, size_t size) {

@@ -9,18 +9,25 @@
 /* Start (the constructor), after the options. */
 void prof_start(void);
 /* prof_page_pop's work when there is some (prof_sample.c). */
-void prof_page_visit(page_t *page, void *p, size_t asked);
+void *prof_page_visit(page_t *page, void *p, size_t asked, bool movable);
+/* Whether the profiler has nothing to do at a slow pop of page (most: a
+ * refill of a page whose next sample lies beyond its free blocks, and no
+ * flag to lift): three fields, no call.  The same before the pop as
+ * after it (both sides of the comparison move by one), so the pop itself
+ * may ask, and stay inline. */
+static inline bool prof_page_quiet(const page_t *page) {
+    uint32_t ahead = page->prof_due - page->allocs;   /* pops until the sampled one */
+    return likely((int32_t)ahead > (int32_t)(page->capacity - page->used)) && likely(page->prof_cls == page->class_idx) &&
+           (likely(!(page_flags(page) & PAGE_SAMPLED)) ||
+            atomic_load_explicit(&((page_t *)page)->prof_live, memory_order_relaxed) != 0);   /* (else unflagged in the visit) */
+}
 /* The slow path popped p (asked bytes) from page: decides whether p is
  * sampled and cuts the page's list so the fast path stops just before the
- * next sampled block.  Most slow pops (a refill of a page whose next
- * sample lies beyond its free blocks, none of them sampled) have nothing
- * to do, and learn it here from three fields, with no call. */
-static inline void prof_page_pop(page_t *page, void *p, size_t asked) {
-    uint32_t ahead = page->prof_due - page->allocs;   /* pops until the sampled one */
-    if (likely((int32_t)ahead > (int32_t)(page->capacity - page->used)) && likely(page->prof_cls == page->class_idx) &&
-        (likely(!(page_flags(page) & PAGE_SAMPLED)) || atomic_load_explicit(&page->prof_live, memory_order_relaxed) != 0))
-        return;   /* (a flagged page with no sample left is unflagged in the visit) */
-    prof_page_visit(page, p, asked);
+ * next sampled block.  Returns the block to hand out: p, or, for a sampled
+ * one when the caller takes any block (movable), one held apart. */
+static inline void *prof_page_pop(page_t *page, void *p, size_t asked, bool movable) {
+    if (likely(prof_page_quiet(page))) return p;
+    return prof_page_visit(page, p, asked, movable);
 }
 /* A block from no size-class page (large tier, storage-backed). */
 void prof_big_alloc(void *p, size_t size);
@@ -32,6 +39,11 @@ void prof_page_free(page_t *page, void *p, int i);
  * storage-backed), may be a sampled one.  A flagged page's unsampled block
  * (most of what comes here) is told by its offset, in no slot, and no
  * spill: a few loads, no call. */
+/* Whether free's generic path has to ask prof_free (only blocks of
+ * flagged pages, or of no page, may be sampled ones). */
+static inline bool prof_free_asks(const page_t *page) {
+    return page == &page_foreign || (page_flags(page) & PAGE_SAMPLED);
+}
 static inline void prof_free(void *p, page_t *page) {
     if (page == &page_foreign) {
         if (p) prof_page_free(page, p, -1);
