@@ -41,9 +41,12 @@ static STRATA_TLS bool big_drawn;
 
 /* The sampling probability of a block of each class, 1 - e^(-size/rate). */
 static double class_q[CLASS_COUNT + 1];
+/* Samples may be held apart (held_apart): the rate is at least 100 OS pages. */
+static bool apart_ok;
 
 void prof_start(void) {
     if (!prof_init()) return;
+    apart_ok = (double)os_page_size() * 100 <= prof_rate_bytes;
     for (uint32_t c = 1; c <= CLASS_COUNT; c++) class_q[c] = prof_one_minus_exp_neg(class_size[c] / prof_rate_bytes);
 }
 
@@ -99,12 +102,15 @@ static void page_slot_put(page_t *page, void *p) {
 /* A sampled block held apart: from the large tier, in place of p, which
  * goes back to the front of its page's list as if never popped (the page
  * stays unflagged, so the frees of its other blocks keep the fast path;
- * the sample's own free finds no page and looks in the table).  A page of
- * 4 KiB at most per sample, one per STRATA_PROF_RATE bytes on average:
- * under 1 % of the live heap at the default rate.  NULL if the large tier
- * has no room (the sample then stays in place). */
+ * the sample's own free finds no page and looks in the table).  It takes
+ * an OS page at most beyond its size; live samples are one per
+ * STRATA_PROF_RATE live bytes on average, so only where that page is at
+ * most 1 % of the rate (from 400 KiB with 4 KiB pages, the default 512
+ * KiB included) does it cost no more than 1 % of the live heap: below,
+ * samples stay in place.  NULL if not held apart (also when the large
+ * tier has no room). */
 static void *held_apart(page_t *page, void *p, size_t asked) {
-    if (page_flags(page) & PAGE_CHECK) return NULL;   /* (the canary goes where the page says) */
+    if (!apart_ok || (page_flags(page) & PAGE_CHECK)) return NULL;   /* (the canary goes where the page says) */
     int saved = errno;
     void *q = large_alloc(asked ? asked : 1, 16, false);
     errno = saved;
@@ -129,8 +135,9 @@ void *prof_page_visit(page_t *page, void *p, size_t asked, bool movable) {
     void *q = sample && movable ? held_apart(page, p, asked) : NULL;
     if (sample) page->prof_due = page->allocs + 1 + draw_blocks(bs);
     if (q) {
-        prof_record(q, asked, class_q[page->class_idx]);   /* (if not recorded: an unsampled block after all) */
-    } else if (sample && prof_record(p, asked, class_q[page->class_idx])) {
+        size_t usable = large_usable_size(q);
+        prof_record(q, asked, class_q[page->class_idx], usable > asked ? usable - asked : 0);   /* (if not: unsampled after all) */
+    } else if (sample && prof_record(p, asked, class_q[page->class_idx], 0)) {
         page_slot_put(page, p);
         atomic_fetch_add_explicit(&page->prof_live, 1, memory_order_relaxed);
         if (!(page_flags(page) & PAGE_SAMPLED)) page_flags_add(page, PAGE_SAMPLED);
@@ -152,7 +159,7 @@ void prof_big_alloc(void *p, size_t size) {
     /* At least one sample point fell in these bytes (so q = 1 - e^-size/rate);
      * the next is drawn afresh (memoryless). */
     big_left = (int64_t)prof_draw();
-    prof_record(p, size, prof_one_minus_exp_neg((double)size / prof_rate_bytes));
+    prof_record(p, size, prof_one_minus_exp_neg((double)size / prof_rate_bytes), 0);
 }
 
 /* The free of p, which prof_free found in slot i of page, or maybe
