@@ -21,9 +21,8 @@ bool prof_record(void *p, size_t asked, double q, size_t pad) {
     int saved = errno;
     uintptr_t pcs[PROF_MAX_DEPTH];
     int depth = prof_backtrace(pcs, PROF_MAX_DEPTH);
-    uint64_t now = os_now_ms();
     prof_lock();
-    bool ok = prof_table_add(pcs, depth, (uintptr_t)p, asked, pad, 1.0 / q, now);
+    bool ok = prof_table_add(pcs, depth, (uintptr_t)p, asked, pad, 1.0 / q);
     prof_unlock();
     prof_after_sample();
     errno = saved;
