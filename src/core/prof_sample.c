@@ -103,11 +103,11 @@ static void page_slot_put(page_t *page, void *p) {
  * goes back to the front of its page's list as if never popped (the page
  * stays unflagged, so the frees of its other blocks keep the fast path;
  * the sample's own free finds no page and looks in the table).  It takes
- * an OS page at most beyond its size; live samples are one per
- * STRATA_PROF_RATE live bytes on average, so only where that page is at
- * most 1 % of the rate (from 400 KiB with 4 KiB pages, the default 512
- * KiB included) does it cost no more than 1 % of the live heap: below,
- * samples stay in place.  NULL if not held apart (also when the large
+ * an OS page at most beyond its size (two in the hardened build); live
+ * samples are one per STRATA_PROF_RATE live bytes on average, so only
+ * where a page is at most 1 % of the rate (from 400 KiB with 4 KiB pages,
+ * the default 512 KiB included) does it cost about 1 % of the live heap
+ * (2 % hardened): below, samples stay in place.  NULL if not held apart (also when the large
  * tier has no room). */
 static void *held_apart(page_t *page, void *p, size_t asked) {
     if (!apart_ok || (page_flags(page) & PAGE_CHECK)) return NULL;   /* (the canary goes where the page says) */

@@ -340,27 +340,29 @@ def case_mpirun(a):
 
 def case_apart(a):
     """Sampled small blocks are held apart (from the large tier), so their
-    pages stay unflagged; their frees are still matched."""
-    d = fresh(a.work, "apart")
-    p = run([a.sites, "apart"], d, {"STRATA_PROF_RATE": "512k", "STRATA_PROF_SEED": "777"})
-    check(p.returncode == 0, f"apart mode exits 0 ({p.stderr.strip()[:200]})")
-    m = re.search(r"large blocks (\d+)", p.stdout)
-    # 400 MB at a sample per 512 KiB: about 780 samples, most on the refill path.
-    check(m is not None and int(m.group(1)) >= 300, f"sampled blocks held apart ({m.group(0) if m else p.stdout[:200]})")
-    ex = exit_profile(d)
-    check(len(ex) == 1, "one exit profile")
-    if failures:
-        return
-    for line in p.stdout.splitlines():
-        if line.startswith("expect "):
-            # (25 MB live is some 50 samples: within 45 % is 3 standard errors; seeded, so the same each run)
-            _, f, typ, site, exact, tol = line.split()
-            est, exact = flat(a, ex[0], typ).get(site, 0.0), float(exact)
-            check(abs(est / exact - 1) <= float(tol), f"apart {typ} {site}: {est:.0f} vs {exact:.0f} (within {float(tol):.0%})")
-    txt = open(ex[0][:-6] + ".txt").read()
-    m = re.search(r"peak live bytes (\d+).*samples held apart: pad at most (\d+)", txt)
-    check(m is not None and int(m.group(2)) <= 0.02 * int(m.group(1)),
-          f"the samples held apart take at most 2 % of the peak live heap beyond their sizes ({m.group(0) if m else txt[:200]})")
+    pages stay unflagged; their frees are still matched.  The hardened
+    library too (its large blocks have guard pages)."""
+    for prog, label in ((a.sites, "apart"), (a.secure, "apart-secure")):
+        d = fresh(a.work, label)
+        p = run([prog, "apart"], d, {"STRATA_PROF_RATE": "512k", "STRATA_PROF_SEED": "777"})
+        check(p.returncode == 0, f"{label}: exits 0 ({p.stderr.strip()[:200]})")
+        m = re.search(r"large blocks (\d+)", p.stdout)
+        # 400 MB at a sample per 512 KiB: about 780 samples, most on the refill path.
+        check(m is not None and int(m.group(1)) >= 300, f"{label}: sampled blocks held apart ({m.group(0) if m else p.stdout[:200]})")
+        ex = exit_profile(d)
+        check(len(ex) == 1, f"{label}: one exit profile")
+        if failures:
+            return
+        for line in p.stdout.splitlines():
+            if line.startswith("expect "):
+                # (25 MB live is some 50 samples: within 45 % is 3 standard errors; seeded, so the same each run)
+                _, f, typ, site, exact, tol = line.split()
+                est, exact = flat(a, ex[0], typ).get(site, 0.0), float(exact)
+                check(abs(est / exact - 1) <= float(tol), f"{label} {typ} {site}: {est:.0f} vs {exact:.0f} (within {float(tol):.0%})")
+        txt = open(ex[0][:-6] + ".txt").read()
+        m = re.search(r"peak live bytes (\d+).*samples held apart: pad at most (\d+)", txt)
+        check(m is not None and int(m.group(2)) <= 0.02 * int(m.group(1)),
+              f"{label}: the samples held apart take at most 2 % of the peak live heap beyond their sizes ({m.group(0) if m else txt[:200]})")
     for name, env in (("off", {"STRATA_PROF": "0"}), ("a rate under 100 OS pages", {"STRATA_PROF_RATE": "64k"})):
         d = fresh(a.work, "apart-off")
         p = run([a.sites, "apart"], d, env)
