@@ -36,17 +36,18 @@ static inline void *page_pop(heap_t *heap, page_t *page, size_t size, bool zero)
     return b;
 }
 
-/* A pop off the fast path, which the heap profiler sees (src/prof/sample.c:
- * it samples here and cuts the list the fast path pops next).  Out of line
- * and reached by a tail call, so the refill path keeps no frame when the
- * profiler is off (a frame was a third of that path). */
-static noinline void *page_pop_profiled(heap_t *heap, page_t *page, size_t size, bool zero) {
+/* A pop off the fast path, which the heap profiler sees (prof_sample.c:
+ * it samples here and cuts the list the fast path pops next; a sampled
+ * block may be handed out from elsewhere when the caller takes the block
+ * as it comes, movable).  Out of line and reached by a tail call, so the
+ * refill path keeps no frame when the profiler is off (a frame was a third
+ * of that path). */
+static noinline void *page_pop_profiled(heap_t *heap, page_t *page, size_t size, bool zero, bool movable) {
     void *p = page_pop(heap, page, size, zero);
-    prof_page_pop(page, p, size);
-    return p;
+    return prof_page_pop(page, p, size, movable);
 }
-static inline void *page_pop_slow(heap_t *heap, page_t *page, size_t size, bool zero) {
-    if (unlikely(prof_active)) return page_pop_profiled(heap, page, size, zero);
+static inline void *page_pop_slow(heap_t *heap, page_t *page, size_t size, bool zero, bool movable) {
+    if (unlikely(prof_active) && !prof_page_quiet(page)) return page_pop_profiled(heap, page, size, zero, movable);
     return page_pop(heap, page, size, zero);
 }
 
@@ -167,7 +168,7 @@ static inline void *malloc_unrefilled(heap_t *heap, size_t size, bool zero) {
 
 /* malloc's fast path missed on page (page->free is NULL): no lookup again. */
 static noinline void *malloc_refill(heap_t *heap, size_t size, page_t *page) {
-    if (page_refill(heap, page)) return page_pop_slow(heap, page, size, false);
+    if (page_refill(heap, page)) return page_pop_slow(heap, page, size, false, true);
     return malloc_unrefilled(heap, size, false);
 }
 
@@ -176,7 +177,7 @@ static noinline void *malloc_refill(heap_t *heap, size_t size, page_t *page) {
 noinline void *strata_malloc_generic(heap_t *heap, size_t size, bool zero) {
     if (likely(!zero) && likely(size <= CLASS_MAX_SIZE)) {
         page_t *page = size <= DIRECT_MAX ? heap->direct[(size + 7) >> 3] : heap->class_page[class_of(size)];
-        if (page_refill(heap, page)) return page_pop_slow(heap, page, size, false);
+        if (page_refill(heap, page)) return page_pop_slow(heap, page, size, false, false);
     }
     return malloc_unrefilled(heap, size, zero);
 }
@@ -213,7 +214,7 @@ static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero) 
         if (!page) return big_noted(big_alloc(heap, asked, 16, zero), asked);
         heap_direct_update(heap, cls);
     }
-    void *p = page_pop_slow(heap, page, asked, zero);
+    void *p = page_pop_slow(heap, page, asked, zero, false);
     if (zero) memset(p, 0, page->block_size);
     if (unlikely(page_flags(page) & PAGE_CHECK)) {
         if (!segment_check_toggle_free(segment_of(p), p, false)) {

@@ -292,7 +292,7 @@ static noinline void free_generic_profiled(void *p, page_t *page, const char *ca
 }
 
 noinline void strata_free_generic(void *p, page_t *page, const char *call) {
-    if (unlikely(prof_active)) {
+    if (unlikely(prof_active) && prof_free_asks(page)) {
         free_generic_profiled(p, page, call);
         return;
     }

@@ -154,12 +154,15 @@ typedef struct page_s {
     uint64_t purge_at;        /* unused page: when to purge it; kept empty page: when to
                                  give it back (page_retire); 0 = nothing due */
     uint32_t kept_allocs;     /* kept empty page: allocs when purge_at was stamped (page_is_kept) */
-    /* Heap profiler (prof_sample.c), owner only but prof_live: blocks
-     * left before the next sampled one, allocs at the last slow pop, the
-     * class they were drawn for, sampled blocks live. */
-    uint32_t prof_left, prof_mark;
+    /* Heap profiler (prof_sample.c).  Owner only: the allocs count at
+     * which the next sampled block is handed out, the class it was drawn
+     * for.  Any thread: the sampled blocks live (their segment offsets in
+     * prof_at, the ones that found no room there counted in prof_spill),
+     * so the free of a flagged page's unsampled block costs a few loads. */
+    uint32_t prof_due;
     uint8_t prof_cls;
-    _Atomic(uint32_t) prof_live;
+    _Atomic(uint32_t) prof_live, prof_spill;
+    _Atomic(uint32_t) prof_at[4];
 } page_t;
 
 /* ---- Segments ------------------------------------------------------------

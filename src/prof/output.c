@@ -205,6 +205,8 @@ static int write_text(int fd, bool symbols) {
     s_uint(&s, prof_totals.stacks);
     s_put(&s, ", profiler memory ");
     s_uint(&s, prof_totals.meta_bytes);
+    s_put(&s, ", samples held apart: pad at most ");
+    s_uint(&s, prof_totals.apart_peak);
     s_put(&s, "\n");
     w(fd, &s);
     write_section(fd, &s, 0, "live now (at exit: sites still holding sampled blocks, possible leaks)", symbols);

@@ -9,6 +9,7 @@
  * at exit, inside malloc (the OOM snapshot) and in a signal handler.
  */
 #include "prof_internal.h"
+#include "gzip_stored.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -287,53 +288,10 @@ static void encode(buf_t *out) {
     buf_release(&mp.names);
 }
 
-/* ---- gzip with stored blocks ----------------------------------------------------------- */
-static uint32_t crc_table[256];
-
-static uint32_t crc32_of(const uint8_t *d, size_t n) {
-    if (!crc_table[1]) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-            crc_table[i] = c;
-        }
-    }
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) c = crc_table[(c ^ d[i]) & 0xff] ^ (c >> 8);
-    return c ^ 0xffffffffu;
-}
-
-static bool write_all(int fd, const void *d, size_t n) {
-    const uint8_t *p = d;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
-static bool write_gzip(int fd, const uint8_t *d, size_t n) {
-    static const uint8_t head[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff};
-    if (!write_all(fd, head, sizeof head)) return false;
-    size_t at = 0;
-    do {
-        size_t k = n - at > 65535 ? 65535 : n - at;
-        uint8_t bh[5] = {at + k == n ? 1 : 0, (uint8_t)k, (uint8_t)(k >> 8), (uint8_t)~k, (uint8_t)(~k >> 8)};
-        if (!write_all(fd, bh, 5) || !write_all(fd, d + at, k)) return false;
-        at += k;
-    } while (at < n);
-    uint32_t crc = crc32_of(d, n), size = (uint32_t)n;
-    uint8_t tail[8] = {(uint8_t)crc, (uint8_t)(crc >> 8), (uint8_t)(crc >> 16), (uint8_t)(crc >> 24),
-                       (uint8_t)size, (uint8_t)(size >> 8), (uint8_t)(size >> 16), (uint8_t)(size >> 24)};
-    return write_all(fd, tail, 8);
-}
-
 int prof_write_pprof(int fd) {
     buf_t out = {0};
     encode(&out);
-    int rc = out.failed ? -1 : (write_gzip(fd, out.p, out.len) ? 0 : -1);
+    int rc = out.failed ? -1 : (gz_write_stored(fd, out.p, out.len) ? 0 : -1);
     buf_release(&out);
     return rc;
 }

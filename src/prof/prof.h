@@ -21,9 +21,11 @@ extern double prof_rate_bytes;
 /* Start, where libc is ready (the constructor): false if it stays off. */
 bool prof_init(void);
 /* A sampled block p (asked bytes, sampled with probability q): its stack
- * and figures recorded.  False if it was not (nested in a recording, or no
- * memory for the tables). */
-bool prof_record(void *p, size_t asked, double q);
+ * and figures recorded; pad: bytes it holds beyond what it would have
+ * without the profiler (a sample held apart: the profiler's memory too).
+ * False if it was not (nested in a recording, or no memory for the
+ * tables). */
+bool prof_record(void *p, size_t asked, double q, size_t pad);
 /* A free of p, which may be a sampled block: true if it was (and is no more). */
 bool prof_forget(void *p);
 /* realloc moved p to q (the large tier's moves) with a new size. */

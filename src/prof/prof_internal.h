@@ -50,6 +50,7 @@ typedef struct prof_totals_s {
     uint64_t samples, frees_matched;
     uint64_t stacks;
     size_t meta_bytes;           /* the profiler's own memory */
+    size_t apart_bytes, apart_peak;   /* live samples' pad (prof_record), now and at most */
     uint64_t start_ns;
 } prof_totals_t;
 extern prof_totals_t prof_totals;
@@ -62,7 +63,7 @@ bool prof_lock_held_here(void);
 bool prof_trylock(void);
 
 /* Records a sample (lock held).  false if the tables had no room. */
-bool prof_table_add(const uintptr_t *pcs, int depth, uintptr_t addr, size_t size, double weight, uint64_t now_ms);
+bool prof_table_add(const uintptr_t *pcs, int depth, uintptr_t addr, size_t size, size_t pad, double weight);
 /* Whether addr may have a sample: no lock (a hint; remove decides). */
 bool prof_table_has(uintptr_t addr);
 /* Removes addr's sample if it has one (lock held). */

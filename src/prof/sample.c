@@ -15,15 +15,14 @@ double prof_rate_bytes;
 
 static PROF_TLS bool in_prof;   /* this thread is recording (no nested sample) */
 
-bool prof_record(void *p, size_t asked, double q) {
+bool prof_record(void *p, size_t asked, double q, size_t pad) {
     if (in_prof) return false;
     in_prof = true;
     int saved = errno;
     uintptr_t pcs[PROF_MAX_DEPTH];
     int depth = prof_backtrace(pcs, PROF_MAX_DEPTH);
-    uint64_t now = os_now_ms();
     prof_lock();
-    bool ok = prof_table_add(pcs, depth, (uintptr_t)p, asked, 1.0 / q, now);
+    bool ok = prof_table_add(pcs, depth, (uintptr_t)p, asked, pad, 1.0 / q);
     prof_unlock();
     prof_after_sample();
     errno = saved;

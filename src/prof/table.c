@@ -165,6 +165,7 @@ typedef struct {
     prof_stack_t *stack;
     double weight;        /* objects this sample stands for (1/q) */
     uint64_t size;        /* bytes asked */
+    uint64_t pad;         /* bytes held beyond them (a sample held apart) */
 } live_t;
 
 typedef struct {
@@ -247,6 +248,7 @@ static live_t *live_find(uintptr_t a) {
 /* Linear probing's deletion: later entries of the run move back into the
  * hole when their home slot allows it, so no tombstones pile up. */
 static void live_erase(live_t *e) {
+    prof_totals.apart_bytes -= e->pad;
     size_t i = (size_t)(e - live);
     for (size_t j = (i + 1) & (live_cap - 1); live[j].addr; j = (j + 1) & (live_cap - 1)) {
         size_t home = live_slot(live[j].addr);
@@ -255,6 +257,7 @@ static void live_erase(live_t *e) {
             live[i].stack = live[j].stack;
             live[i].weight = live[j].weight;
             live[i].size = live[j].size;
+            live[i].pad = live[j].pad;
             set_addr(&live[i], live[j].addr);
             i = j;
         }
@@ -263,12 +266,15 @@ static void live_erase(live_t *e) {
     live_count--;
 }
 
-static void live_put(uintptr_t addr, prof_stack_t *s, double weight, uint64_t size) {
+static void live_put(uintptr_t addr, prof_stack_t *s, double weight, uint64_t size, uint64_t pad) {
     size_t j = live_slot(addr);
     while (live[j].addr) j = (j + 1) & (live_cap - 1);
     live[j].stack = s;
     live[j].weight = weight;
     live[j].size = size;
+    live[j].pad = pad;
+    prof_totals.apart_bytes += pad;
+    if (prof_totals.apart_bytes > prof_totals.apart_peak) prof_totals.apart_peak = prof_totals.apart_bytes;
     set_addr(&live[j], addr);
     live_count++;
 }
@@ -286,7 +292,7 @@ static void live_change(prof_stack_t *s, double objs, double bytes) {
     }
 }
 
-bool prof_table_add(const uintptr_t *pcs, int depth, uintptr_t addr, size_t size, double weight, uint64_t now_ms) {
+bool prof_table_add(const uintptr_t *pcs, int depth, uintptr_t addr, size_t size, size_t pad, double weight) {
     write_begin();
     bool ok = false;
     prof_stack_t *s;
@@ -297,10 +303,10 @@ bool prof_table_add(const uintptr_t *pcs, int depth, uintptr_t addr, size_t size
             e->stack->live_samples--;
             live_erase(e);
         }
-        live_put(addr, s, weight, size);
+        live_put(addr, s, weight, size, pad);
         s->alloc_objs += weight;
         s->alloc_bytes += (double)size * weight;
-        if (s->live_samples++ == 0) s->oldest_ms = now_ms;
+        if (s->live_samples++ == 0) s->oldest_ms = os_now_ms();   /* (a clock read only then: a tenth of a sample's cost) */
         prof_totals.samples++;
         live_change(s, weight, (double)size * weight);
         ok = true;
@@ -328,6 +334,6 @@ void prof_table_move(uintptr_t addr, uintptr_t naddr, size_t size) {
     live_t keep = *e;
     live_change(keep.stack, 0, ((double)size - (double)keep.size) * keep.weight);
     live_erase(e);
-    live_put(naddr, keep.stack, keep.weight, size);
+    live_put(naddr, keep.stack, keep.weight, size, 0);   /* (a large block now: no pad) */
     write_end();
 }

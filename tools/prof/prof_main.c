@@ -8,12 +8,13 @@
 #include <string.h>
 
 #include "flame.h"
+#include "merge_pb.h"
 #include "profile.h"
 
 static void usage(void) {
     fputs("usage: strata-prof top   [-n N] [-s TYPE] [--cum] FILE\n"
           "       strata-prof diff  [-n N] [-s TYPE] BASE FILE\n"
-          "       strata-prof merge [-n N] [-s TYPE] FILE...\n"
+          "       strata-prof merge [-n N] [-s TYPE] [-o OUT.pb.gz] FILE...\n"
           "       strata-prof leaks [-n N] FILE\n"
           "       strata-prof flame [-s TYPE] -o OUT.svg FILE\n"
           "TYPE: inuse_space (default), inuse_objects, alloc_space, alloc_objects, peak_space, peak_objects\n",
@@ -156,14 +157,22 @@ static int rank_of(const char *path, int pos) {
     return pos;
 }
 
-static int cmd_merge(int n, const char *type, int nfiles, char **files) {
+/* The table of the ranks' sites for type; with out, the merged profile
+ * (every sample type) written there as well. */
+static int cmd_merge(int n, const char *type, const char *out, int nfiles, char **files) {
     table_t t = {0};
     double total = 0;
+    merged_t *mp = out ? merged_new() : NULL;
+    char err[1024];
     printf("%s over %d profiles:", type, nfiles);
     for (int f = 0; f < nfiles; f++) {
         profile_t *p = load(files[f]);
         int vi = value_index(p, type, files[f]);
         int rank = rank_of(files[f], f);
+        if (mp && merged_add(mp, p, files[f], rank, err, sizeof err) != 0) {
+            fprintf(stderr, "strata-prof: %s\n", err);
+            return 1;
+        }
         table_t mine = {0};
         char name[4096];
         for (size_t i = 0; i < p->nsamples; i++) {
@@ -191,6 +200,15 @@ static int cmd_merge(int n, const char *type, int nfiles, char **files) {
     for (size_t i = 0; i < t.n && (int)i < n; i++)
         printf("%14.0f %5.1f%% %14.0f %5d  %s\n", t.rows[i].v[0], total ? 100 * t.rows[i].v[0] / total : 0,
                t.rows[i].v[1], t.rows[i].rank, t.rows[i].name);
+    if (mp) {
+        int rc = merged_write(mp, out, err, sizeof err);
+        merged_free(mp);
+        if (rc) {
+            fprintf(stderr, "strata-prof: %s\n", err);
+            return 1;
+        }
+        printf("merged profile written to %s\n", out);
+    }
     return 0;
 }
 
@@ -246,7 +264,7 @@ int main(int argc, char **argv) {
     char **files = argv + i;
     if (!strcmp(cmd, "top") && left == 1) return cmd_top(n, type, cum, files[0]);
     if (!strcmp(cmd, "diff") && left == 2) return cmd_diff(n, type, files[0], files[1]);
-    if (!strcmp(cmd, "merge") && left >= 1) return cmd_merge(n, type, left, files);
+    if (!strcmp(cmd, "merge") && left >= 1) return cmd_merge(n, type, out, left, files);
     if (!strcmp(cmd, "leaks") && left == 1) return cmd_leaks(n, files[0]);
     if (!strcmp(cmd, "flame") && left == 1 && out) return cmd_flame(type, out, files[0]);
     usage();
