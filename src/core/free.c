@@ -20,8 +20,7 @@ static void free_slow(void *p, page_t *page, const char *call);
  * Anything else, including every error, takes the generic path.  No
  * statistics here: frees are counted from page->used on slow paths. */
 /* (Two plain stores for the link words: vectorizing them costs more.) */
-STRATA_NO_SLP void strata_free(void *p) {
-    page_t *page = pagemap_page(p);          /* page_foreign for anything not ours */
+static inline bool free_fast(void *p, page_t *page) {
     heap_t *heap = tls_heap;
     block_t *b = p;
     /* Owner, then a block start of the page (only then are the block's
@@ -32,9 +31,33 @@ STRATA_NO_SLP void strata_free(void *p) {
         block_set_next(page, b, page->local_free);
         page->local_free = b;
         if (unlikely(--page->used == 0)) page_retire(heap, page);
+        return true;
+    }
+    return false;
+}
+
+STRATA_NO_SLP void strata_free(void *p) {
+    page_t *page = pagemap_page(p);          /* page_foreign for anything not ours */
+    if (free_fast(p, page)) return;
+    strata_free_generic(p, page, "free()");
+}
+
+/* A sized free (C++'s sized delete, C23's free_sized) costs what free
+ * does: the same fast path, since with STRATA_CHECK=1 every page is
+ * flagged (PAGE_CHECK) and no block takes it; the size is checked on the
+ * generic path only. */
+static noinline void free_sized_generic(void *p, page_t *page, size_t size) {
+    if (p && strata_check_mode && size > strata_usable_size_of(p)) {
+        strata_error("free_sized(): size larger than the block", p);
         return;
     }
     strata_free_generic(p, page, "free()");
+}
+
+STRATA_NO_SLP void strata_free_sized(void *p, size_t size) {
+    page_t *page = pagemap_page(p);
+    if (free_fast(p, page)) return;
+    free_sized_generic(p, page, size);
 }
 
 /* Not a size-class block, and not one the large tier's thread cache took
@@ -439,3 +462,4 @@ size_t strata_usable_size_of(const void *p) {
 STRATA_ALIAS(void, free, (void *p), strata_free);
 STRATA_ALIAS(void, cfree, (void *p), strata_free);
 STRATA_ALIAS(void, __libc_free, (void *p), strata_free);
+STRATA_ALIAS(void, free_sized, (void *p, size_t size), strata_free_sized);
