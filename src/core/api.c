@@ -82,14 +82,6 @@ void *strata_reallocarray(void *p, size_t count, size_t size) {
     return strata_realloc(p, total);
 }
 
-void strata_free_sized(void *p, size_t size) {
-    if (p && strata_check_mode && size > strata_usable_size_of(p)) {
-        strata_error("free_sized(): size larger than the block", p);
-        return;
-    }
-    strata_free(p);
-}
-
 void strata_free_aligned_sized(void *p, size_t alignment, size_t size) {
     if (p && strata_check_mode && ((uintptr_t)p & (alignment - 1)) != 0) {
         strata_error("free_aligned_sized(): pointer not aligned as said", p);
@@ -190,7 +182,6 @@ STRATA_ALIAS(void *, __libc_calloc, (size_t count, size_t size), strata_calloc);
 STRATA_ALIAS(void *, realloc, (void *p, size_t size), strata_realloc);
 STRATA_ALIAS(void *, __libc_realloc, (void *p, size_t size), strata_realloc);
 STRATA_ALIAS(void *, reallocarray, (void *p, size_t count, size_t size), strata_reallocarray);
-STRATA_ALIAS(void, free_sized, (void *p, size_t size), strata_free_sized);
 STRATA_ALIAS(void, free_aligned_sized, (void *p, size_t alignment, size_t size), strata_free_aligned_sized);
 STRATA_ALIAS(int, posix_memalign, (void **out, size_t alignment, size_t size), strata_posix_memalign);
 STRATA_ALIAS(void *, aligned_alloc, (size_t alignment, size_t size), strata_aligned_alloc);

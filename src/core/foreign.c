@@ -35,6 +35,7 @@ void heap_foreign_init(heap_t *heap) {
         fp->class_idx = (uint8_t)c;
         fp->block_size = class_size[c];
         atomic_store_explicit(&fp->flags, PAGE_UNUSED, memory_order_relaxed);   /* a free never lands here */
+        heap->foreign->waiting[c] = 0;
     }
 }
 
@@ -46,6 +47,66 @@ page_t *heap_foreign_make(heap_t *heap, uint32_t c) {
     heap->foreign = fc;
     heap_foreign_init(heap);
     return &fc->page[c];
+}
+
+/* A waiting block is still as its claim left it (block_claim: its slot's
+ * address, tagged, as its link); if not, its owner's free read it live
+ * before the claim and wrote it after: the owner holds it, not the cache. */
+static bool foreign_slot_intact(const foreign_slot_t *s) {
+    const block_t *b = s->block;
+    page_t *page = pagemap_page(b);
+    return page != &page_foreign && !(page_flags(page) & PAGE_UNUSED) && block_link_ok(page, b) &&
+           block_raw(page, b) == foreign_slot_raw(s);
+}
+
+/* The same, reported when not (named: the block the owner holds). */
+static bool foreign_slot_check(const foreign_slot_t *s) {
+    if (foreign_slot_intact(s)) return true;
+    strata_report("free()", "double free", s->block, "freed by its owner at the same moment");
+    return false;
+}
+
+/* The waiting blocks of class c join the cache, and the fast path is
+ * pointed at it.  A block joins only once its owner has passed malloc's
+ * refill since the claim (heap_t.passes), is gone or blocked: a free of it
+ * the owner began before the claim (its fast path reads, then writes with
+ * plain stores) has then written, and shows (foreign_slot_intact).  A
+ * block whose owner has not passed goes home tagged (free_remote_claimed),
+ * where the owner's collection checks the tag itself. */
+void heap_foreign_settle(heap_t *heap, uint32_t c) {
+    foreign_cache_t *fc = heap->foreign;
+    page_t *fp = &fc->page[c];
+    uint32_t n = fc->waiting[c], joined = 0;
+    fc->waiting[c] = FOREIGN_CAP + 1;        /* (the frees below go home) */
+    heap_t *asked = NULL;
+    bool blocked = false;
+    for (uint32_t i = 0; i < n; i++) {
+        foreign_slot_t *s = &fc->slot[c][i];
+        segment_t *seg = segment_of(s->block);
+        bool passed = atomic_load_explicit(&seg->owner, memory_order_acquire) != s->owner ||
+                      atomic_load_explicit(&s->owner->passes, memory_order_seq_cst) != s->passes;
+        if (!passed && s->owner != asked) {
+            /* An owner blocked in the kernel now (Larson's main thread in
+             * pthread_join) is in no free: its fast path makes no call.
+             * Asked as the takeover asks (a /proc read, at most one per
+             * heap per TAKEOVER_LOOK_US, less often while it runs): "ask
+             * later" counts as not blocked. */
+            asked = s->owner;
+            blocked = heap_owner_asleep(s->owner) == OWNER_ASLEEP;
+        }
+        passed = passed || blocked;
+        if (!foreign_slot_check(s)) {
+        } else if (!passed) {
+            free_remote_claimed(pagemap_page(s->block), s->block, foreign_slot_raw(s));
+        } else {
+            block_set_next(fp, s->block, fp->free);
+            fp->free = s->block;
+            joined++;
+        }
+    }
+    fc->waiting[c] = 0;
+    fp->capacity += joined;
+    if (joined) heap_direct_update(heap, c);
 }
 
 /* Block b, the n-th of a cache holding held blocks, may be read: a block
@@ -70,6 +131,12 @@ size_t heap_foreign_check(const heap_t *heap) {
             strata_message("strata: heap check: foreign cache of class %u broken at %p\n", c, (const void *)b);
             problems++;
         }
+        for (uint32_t i = 0; i < heap->foreign->waiting[c] && i < FOREIGN_CAP; i++) {
+            if (foreign_slot_intact(&heap->foreign->slot[c][i])) continue;
+            strata_message("strata: heap check: foreign cache of class %u: %p changed while waiting\n", c,
+                           (const void *)heap->foreign->slot[c][i].block);
+            problems++;
+        }
     }
     return problems;
 }
@@ -84,11 +151,20 @@ void heap_foreign_flush(heap_t *heap) {
     if (!heap->foreign) return;
     for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
         page_t *fp = &heap->foreign->page[c];
+        foreign_cache_t *fc = heap->foreign;
+        uint32_t waiting = fc->waiting[c];
+        fc->waiting[c] = FOREIGN_CAP + 1;          /* the frees below go to the owners */
+        for (uint32_t i = 0; i < waiting && i < FOREIGN_CAP; i++) {
+            foreign_slot_t *s = &fc->slot[c][i];
+            if (foreign_slot_check(s)) free_remote_claimed(pagemap_page(s->block), s->block, foreign_slot_raw(s));
+        }
         block_t *b = fp->free;
-        if (!b) continue;
+        if (!b) {
+            fc->waiting[c] = 0;
+            continue;
+        }
         uint32_t held = fp->capacity - fp->used;
         fp->free = NULL;
-        fp->capacity = fp->used + FOREIGN_CAP;   /* full: the frees below go to the owners */
         heap_direct_update(heap, c);
         for (uint32_t n = 0; b; n++) {
             if (!foreign_block_ok(fp, b, n, held)) {
@@ -101,5 +177,6 @@ void heap_foreign_flush(heap_t *heap) {
             b = next;
         }
         fp->capacity = fp->used;
+        fc->waiting[c] = 0;
     }
 }

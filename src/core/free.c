@@ -20,8 +20,7 @@ static void free_slow(void *p, page_t *page, const char *call);
  * Anything else, including every error, takes the generic path.  No
  * statistics here: frees are counted from page->used on slow paths. */
 /* (Two plain stores for the link words: vectorizing them costs more.) */
-STRATA_NO_SLP void strata_free(void *p) {
-    page_t *page = pagemap_page(p);          /* page_foreign for anything not ours */
+static inline bool free_fast(void *p, page_t *page) {
     heap_t *heap = tls_heap;
     block_t *b = p;
     /* Owner, then a block start of the page (only then are the block's
@@ -32,16 +31,92 @@ STRATA_NO_SLP void strata_free(void *p) {
         block_set_next(page, b, page->local_free);
         page->local_free = b;
         if (unlikely(--page->used == 0)) page_retire(heap, page);
+        return true;
+    }
+    return false;
+}
+
+STRATA_NO_SLP void strata_free(void *p) {
+    page_t *page = pagemap_page(p);          /* page_foreign for anything not ours */
+    if (free_fast(p, page)) return;
+    strata_free_generic(p, page, "free()");
+}
+
+/* A sized free (C++'s sized delete, C23's free_sized) costs what free
+ * does: the same fast path, since with STRATA_CHECK=1 every page is
+ * flagged (PAGE_CHECK) and no block takes it; the size is checked on the
+ * generic path only. */
+static noinline void free_sized_generic(void *p, page_t *page, size_t size) {
+    if (p && strata_check_mode && size > strata_usable_size_of(p)) {
+        strata_error("free_sized(): size larger than the block", p);
         return;
     }
     strata_free_generic(p, page, "free()");
+}
+
+STRATA_NO_SLP void strata_free_sized(void *p, size_t size) {
+    page_t *page = pagemap_page(p);
+    if (free_fast(p, page)) return;
+    free_sized_generic(p, page, size);
 }
 
 /* Not a size-class block, and not one the large tier's thread cache took
  * (large_cache_free_else): a large block, a foreign pointer or an error. */
 static noinline void free_not_class(void *p, const char *call) { free_slow(p, &page_foreign, call); }
 
-noinline void free_remote(page_t *page, block_t *b) {
+/* Both words of b from (*link, *check) to (nlink, ncheck) at once, or false
+ * with the words found.  (Blocks are 16-byte aligned: every class is a
+ * multiple of 16 and pages start 8 KiB aligned.) */
+static inline bool block_cas2(block_t *b, uintptr_t *link, uintptr_t *check, uintptr_t nlink, uintptr_t ncheck) {
+#if defined(__x86_64__)
+    bool ok;
+    __asm__ __volatile__("lock cmpxchg16b %1"
+                         : "=@ccz"(ok), "+m"(*b), "+a"(*link), "+d"(*check)
+                         : "b"(nlink), "c"(ncheck)
+                         : "memory");
+    return ok;
+#else
+    /* (No 16-byte CAS without libatomic: the check word alone, which
+     * catches the race but for the owner's two stores straddling it.) */
+    if (!__atomic_compare_exchange_n(&b->check, check, ncheck, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+        *link = __atomic_load_n(&b->link, __ATOMIC_RELAXED);
+        return false;
+    }
+    __atomic_store_n(&b->link, nlink, __ATOMIC_RELAXED);
+    return true;
+#endif
+}
+
+/* Claims live block b for this free, off the owner's fast path: one
+ * 16-byte CAS writes raw (tagged: REMOTE_TAG) as its link, which makes it
+ * look free.  Of two frees of b at the same moment one wins; the other
+ * reports instead of linking b a second time.  The owner's fast path
+ * writes with plain stores: if it read b live before this claim, its
+ * stores land after, and remove the tag (see REMOTE_TAG), which the next
+ * CAS here (free_remote_claimed) or the collection notices.  False:
+ * reported.  (A few tries: the program may write the block it frees.) */
+bool block_claim(page_t *page, block_t *b, uintptr_t raw, const void *p, const char *call) {
+    uintptr_t link = __atomic_load_n(&b->link, __ATOMIC_RELAXED);
+    uintptr_t check = __atomic_load_n(&b->check, __ATOMIC_RELAXED);
+    for (int i = 0; i < 4 && (link ^ check) != strata_free_sum; i++)
+        if (block_cas2(b, &link, &check, raw ^ PAGE_LINK_KEY(page), raw ^ page->key)) return true;
+    strata_report(call, "double free", p, NULL);
+    return false;
+}
+
+/* b's link from raw to nraw, if nothing wrote b since this thread did: else
+ * its owner pushed it too, at the same moment (reported, not linked). */
+static bool block_relink(page_t *page, block_t *b, uintptr_t raw, uintptr_t nraw) {
+    uintptr_t link = raw ^ PAGE_LINK_KEY(page), check = raw ^ page->key;
+    if (block_cas2(b, &link, &check, nraw ^ PAGE_LINK_KEY(page), nraw ^ page->key)) return true;
+    strata_report("free()", "double free", b, "freed by its owner at the same moment");
+    return false;
+}
+
+/* b (claimed: its raw link is raw; 0: b is this caller's alone, written
+ * with plain stores) goes onto its page's remote list, tagged, or to its
+ * owner's hand-over list when the page is full. */
+static void free_remote_raw(page_t *page, block_t *b, uintptr_t raw) {
     uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     uintptr_t state, next;
     do {
@@ -49,7 +124,14 @@ noinline void free_remote(page_t *page, block_t *b) {
         if (state == DELAY_USE) {
             next = (tf & ~(uintptr_t)3) | DELAY_FREEING;
         } else {
-            block_set_next(page, b, (block_t *)(tf & ~(uintptr_t)3));
+            uintptr_t want = (tf & ~(uintptr_t)3) | REMOTE_TAG;
+            if (raw == 0) {
+                b->link = want ^ PAGE_LINK_KEY(page);
+                b->check = want ^ page->key;
+            } else if (want != raw && !block_relink(page, b, raw, want)) {
+                return;
+            }
+            if (raw != 0) raw = want;
             next = (uintptr_t)b | state;
         }
     } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, next, memory_order_release,
@@ -99,6 +181,9 @@ noinline void free_remote(page_t *page, block_t *b) {
     }
 }
 
+noinline void free_remote(page_t *page, block_t *b) { free_remote_raw(page, b, 0); }
+noinline void free_remote_claimed(page_t *page, block_t *b, uintptr_t raw) { free_remote_raw(page, b, raw); }
+
 /* A block of another heap this thread frees is kept to serve its own next
  * malloc of the class (heap_t.foreign): the block was just read here, so it
  * is in this core's cache, where the owner's next block is not (a ring of
@@ -121,31 +206,43 @@ static inline int foreign_put(heap_t *heap, page_t *page) {
     if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0 || prof_active) return FOREIGN_NO;
     page_t *fp = heap_foreign_cache(heap, c);           /* (made on the first such free) */
     if (!fp) return FOREIGN_NO;
-    uint32_t held = fp->capacity - fp->used;
-    if (held >= FOREIGN_CAP) return FOREIGN_NO;
+    uint32_t waiting = heap->foreign->waiting[c];
+    if (waiting >= FOREIGN_CAP) {
+        /* A full batch waits while the cache still serves the last one
+         * (or the cache is being flushed): this block goes home. */
+        if (waiting > FOREIGN_CAP || fp->free != NULL) return FOREIGN_NO;
+        heap_foreign_settle(heap, c);
+        waiting = 0;
+    }
     /* The node count is asked (a call: out of line, free_foreign_first)
      * only when the cache starts to fill: a block it holds passed it. */
-    return held == 0 ? FOREIGN_FIRST : FOREIGN_TAKEN;
+    return waiting == 0 && fp->free == NULL ? FOREIGN_FIRST : FOREIGN_TAKEN;
 }
 
-static inline void foreign_push(heap_t *heap, page_t *page, block_t *b) {
+/* b, claimed (block_claim, with the slot's address as its link: a block
+ * claimed again later, after its owner took it back, is not mistaken for
+ * the first claim), waits in a slot with its owner's passes at
+ * the claim (read after it: see heap_t.passes).  The blocks join the
+ * cache, which the fast path is then pointed at, once FOREIGN_CAP wait
+ * and the cache has served the last batch: one switch each way per
+ * FOREIGN_CAP blocks, not per block (a switch per block cost Larson a
+ * third more time).  (A tail call: the path that keeps blocks sets up no
+ * frame.) */
+static inline void foreign_push(heap_t *heap, page_t *page, block_t *b, heap_t *owner) {
     uint32_t c = page->class_idx;
-    page_t *fp = &heap->foreign->page[c];               /* (made by foreign_put) */
-    block_set_next(fp, b, fp->free);
-    fp->free = b;
-    /* The fast path is pointed at the cache once it is full, and comes
-     * back to the class's page through the generic path when it has
-     * drained it: one switch each way per FOREIGN_CAP blocks, not per
-     * block (a switch per block cost Larson a third more time).  (A tail
-     * call: the path that keeps blocks sets up no frame.) */
-    if (++fp->capacity - fp->used == FOREIGN_CAP) heap_direct_update(heap, c);
+    foreign_cache_t *fc = heap->foreign;                /* (made by foreign_put) */
+    foreign_slot_t *s = &fc->slot[c][fc->waiting[c]++];
+    s->block = b;
+    s->owner = owner;
+    s->passes = atomic_load_explicit(&owner->passes, memory_order_seq_cst);
+    if (fc->waiting[c] == FOREIGN_CAP && fc->page[c].free == NULL) heap_foreign_settle(heap, c);
 }
 
 /* The first block for an empty cache: kept unless this is a NUMA machine
  * (the block may be another node's). */
-static noinline void free_foreign_first(heap_t *heap, page_t *page, block_t *b) {
-    if (os_numa_node_count() > 1) free_remote(page, b);
-    else foreign_push(heap, page, b);
+static noinline void free_foreign_first(heap_t *heap, page_t *page, block_t *b, heap_t *owner) {
+    if (os_numa_node_count() > 1) free_remote_claimed(page, b, foreign_slot_raw(&heap->foreign->slot[page->class_idx][0]));
+    else foreign_push(heap, page, b, owner);
 }
 
 /* Bytes usable from p (inside block b) to its end; with STRATA_CHECK, to
@@ -200,24 +297,6 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
     return b;
 }
 
-/* Claims live block b for this free, off the owner's fast path: one CAS
- * turns its check word into one that makes it look free.  Of two threads
- * freeing b at the same moment one wins, and the other reports the double
- * free instead of linking b a second time (two lists would hand it out
- * twice).  (The owner's fast path writes without it: a remote free that
- * lands between its read and its write of the same block, a few
- * instructions apart, is not caught.)  False: reported. */
-static bool block_claim(block_t *b, const void *p, const char *call) {
-    uintptr_t link = __atomic_load_n(&b->link, __ATOMIC_RELAXED);
-    uintptr_t check = __atomic_load_n(&b->check, __ATOMIC_RELAXED);
-    if ((link ^ check) != strata_free_sum &&
-        __atomic_compare_exchange_n(&b->check, &check, link ^ strata_free_sum, false, __ATOMIC_RELAXED,
-                                    __ATOMIC_RELAXED))
-        return true;
-    strata_report(call, "double free", p, NULL);
-    return false;
-}
-
 /* Everything but a plain remote free: errors, aligned and check-mode pages,
  * abandoned segments, the owner's frees into full pages. */
 static noinline void free_slow(void *p, page_t *page, const char *call) {
@@ -233,7 +312,7 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
             strata_report(call, "double free", p, NULL);
             return;
         }
-    } else if (!block_claim(b, p, call)) {
+    } else if (!block_claim(page, b, REMOTE_TAG, p, call)) {
         return;
     }
     heap_t *heap = tls_heap;
@@ -254,7 +333,8 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
         if (!heap) heap = &heap_empty;
     }
     if (owner == heap) page_free_local(heap, page, b);
-    else free_remote(page, b);
+    else if (page_flags(page) & PAGE_CHECK) free_remote(page, b);
+    else free_remote_claimed(page, b, REMOTE_TAG);
 }
 
 STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, const char *call);
@@ -310,11 +390,22 @@ STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, con
         heap_t *self = tls_heap;
         if (likely(owner != NULL && owner != self) &&
             likely(self != &heap_empty || !atomic_load_explicit(&owner->in_pool, memory_order_relaxed))) {
-            if (unlikely(!block_claim(b, p, call))) return;
+            /* A pass of this thread (heap_t.passes), made visible by the
+             * claim's locked CAS below before this thread reads any block
+             * again: other threads' caches holding its blocks may use them. */
+            if (self != &heap_empty)
+                atomic_store_explicit(&self->passes, atomic_load_explicit(&self->passes, memory_order_relaxed) + 1,
+                                      memory_order_relaxed);
             int fits = foreign_put(self, page);
-            if (fits == FOREIGN_TAKEN) foreign_push(self, page, b);
-            else if (fits == FOREIGN_FIRST) free_foreign_first(self, page, b);
-            else free_remote(page, b);
+            /* Claimed with the link it will have: the remote list's head
+             * (one CAS for both, as a rule), or its slot in the cache. */
+            uintptr_t raw = REMOTE_TAG;
+            if (fits == FOREIGN_NO) raw |= atomic_load_explicit(&page->thread_free, memory_order_relaxed) & ~(uintptr_t)3;
+            else raw |= (uintptr_t)&self->foreign->slot[page->class_idx][self->foreign->waiting[page->class_idx]];
+            if (unlikely(!block_claim(page, b, raw, p, call))) return;
+            if (fits == FOREIGN_TAKEN) foreign_push(self, page, b, owner);
+            else if (fits == FOREIGN_FIRST) free_foreign_first(self, page, b, owner);
+            else free_remote_claimed(page, b, raw);
             return;
         }
     }
@@ -371,3 +462,4 @@ size_t strata_usable_size_of(const void *p) {
 STRATA_ALIAS(void, free, (void *p), strata_free);
 STRATA_ALIAS(void, cfree, (void *p), strata_free);
 STRATA_ALIAS(void, __libc_free, (void *p), strata_free);
+STRATA_ALIAS(void, free_sized, (void *p, size_t size), strata_free_sized);

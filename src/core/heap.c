@@ -104,10 +104,10 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
     if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD) ||
         numa_misplaced(numa_heap_node(heap), page))   /* another node's: the next page search parks it */
         page = &page_empty;
-    /* Foreign blocks first (once the cache filled: free.c), just freed
+    /* Foreign blocks first (once a batch joined the cache: foreign.c), just freed
      * here, so hot in this core's cache. */
     if (cls < FOREIGN_CLASSES && heap->foreign &&
-        heap->foreign->page[cls].capacity - heap->foreign->page[cls].used >= FOREIGN_CAP &&
+        heap->foreign->page[cls].free != NULL &&
         !strata_check_mode &&
         (long)class_size[cls] < opt(STRATA_OPTION_LARGE_THRESHOLD))
         page = &heap->foreign->page[cls];

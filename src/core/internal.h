@@ -285,6 +285,25 @@ static inline bool block_link_ok_fast(const page_t *page, const block_t *b) {
     return block_link_ok(page, b);
 #endif
 }
+/* Blocks on a page's remote list (thread_free) carry REMOTE_TAG in their
+ * raw link (blocks are 16-byte aligned, so bit 0 is free), and only a
+ * remote free writes it, with one 16-byte CAS from the state it claimed
+ * (free.c, block_claim).  The owner's fast path pushes with plain stores
+ * and never tags: a block on the remote list whose tag is gone was pushed
+ * by its owner too, at the same moment (the owner read it live before the
+ * claim and wrote after), and the collection names it (page_take_remote)
+ * instead of linking it twice.  The sum is the same either way, so every
+ * free still sees the block as free.  The collection untags what it
+ * takes: no block on a list the fast paths pop carries the tag. */
+#define REMOTE_TAG ((uintptr_t)1)
+static inline uintptr_t block_raw(const page_t *page, const block_t *b) { return b->link ^ PAGE_LINK_KEY(page); }
+static inline bool block_remote_ok(const page_t *page, const block_t *b) {
+    return block_link_ok(page, b) && (block_raw(page, b) & REMOTE_TAG);
+}
+static inline block_t *block_remote_next(const page_t *page, const block_t *b) {
+    return (block_t *)(block_raw(page, b) & ~REMOTE_TAG);
+}
+
 /* p is the start of a block carved from the page (in range and on a block
  * boundary), by one multiply and one compare.  With d the block size,
  * c = floor(2^64/d) + 1 and e = c*d mod 2^64 (1 <= e <= d), an offset
@@ -326,6 +345,13 @@ typedef struct heap_s {
      * collects for an idle owner (heap_collect_remote, which leaves the
      * count), and past that many the heap is a takeover candidate. */
     _Atomic(uint32_t) delayed_pushes;
+    /* The owner's passes through malloc's refill (alloc.c) and its own
+     * remote frees (free.c), each made visible by a locked instruction
+     * before the owner reads a block again: a foreign cache uses a block
+     * it claimed only once the block's owner passed since (foreign.c), so
+     * no free of that block the owner began before the claim can still be
+     * writing it (x86-64's store order; see docs/notes/integrity.md). */
+    _Atomic(uint32_t) passes;
     segment_t *segments[SEG_KINDS];          /* owned; ones with free pages first */
     uint64_t purge_due;                     /* ms: next time free pages may need purging */
     uint64_t maintained_at;                 /* ms: last slow-path housekeeping */
@@ -389,8 +415,21 @@ typedef struct heap_s {
     struct foreign_cache_s *foreign;
 } heap_t;
 
+/* A block a foreign free claimed, waiting to join its class's cache
+ * (foreign.c): who owned its page then, and that heap's passes. */
+typedef struct foreign_slot_s {
+    block_t *block;
+    struct heap_s *owner;
+    uint32_t passes;
+} foreign_slot_t;
+
+/* The raw link a block claimed for slot s holds (free.c, foreign.c). */
+static inline uintptr_t foreign_slot_raw(const foreign_slot_t *s) { return (uintptr_t)s | REMOTE_TAG; }
+
 typedef struct foreign_cache_s {
     page_t page[FOREIGN_CLASSES];
+    foreign_slot_t slot[FOREIGN_CLASSES][FOREIGN_CAP];
+    uint8_t waiting[FOREIGN_CLASSES];   /* slots in use; FOREIGN_CAP + 1: flushing, take none */
 } foreign_cache_t;
 
 /* The heap's foreign pseudo page of class c, made on first use; NULL when
@@ -567,7 +606,10 @@ bool glibc_free(void *p);                  /* false: not one (nothing done) */
 void *strata_malloc_generic(heap_t *heap, size_t size, bool zero);
 void *strata_malloc_aligned(size_t size, size_t align, bool zero);
 void strata_free_generic(void *p, page_t *page, const char *call);
-void free_remote(page_t *page, block_t *b);
+void free_remote(page_t *page, block_t *b);   /* b is this caller's alone: plain stores */
+void free_remote_claimed(page_t *page, block_t *b, uintptr_t raw);   /* b as block_claim left it (raw) */
+bool block_claim(page_t *page, block_t *b, uintptr_t raw, const void *p, const char *call);
+void heap_foreign_settle(heap_t *heap, uint32_t c);   /* foreign.c: claimed blocks join the cache */
 void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size, bool zero);
 size_t strata_usable_size_of(const void *p);
 /* Usable size of the live block p starts, or 0 after reporting (as call) that

@@ -226,7 +226,7 @@ static void page_take_remote(page_t *page, uintptr_t tf) {
     block_t *tail = NULL, *before_tail = NULL;
     uint32_t n = 0, used = page->used;
     uintptr_t start = (uintptr_t)page->start, span = page->span;   /* only the owner (or the locked collector) changes them */
-    for (block_t *b = head; b; b = block_next(page, b)) {
+    for (block_t *b = head, *next; b; b = next) {
         if (n >= used) {
             /* More frees than blocks out: a block pushed twice, maybe a
              * cycle, so any of the blocks walked may be a repeat.  Warn
@@ -238,6 +238,15 @@ static void page_take_remote(page_t *page, uintptr_t tf) {
         /* (In the page is enough to read it: the sum is checked next, and
          * a pop checks the block start where a forged link matters.) */
         bool astray = (uintptr_t)b - start >= span;
+        if (!astray && block_link_ok(page, b) && !block_remote_ok(page, b)) {
+            /* Free, but written last by its owner's fast path: freed by
+             * both at the same moment (REMOTE_TAG).  The owner's list
+             * holds it; it and what its link leads to stay off here. */
+            strata_report("free()", "double free", b, "freed by its owner at the same moment");
+            if (tail) block_set_next(page, tail, NULL);
+            else head = NULL;
+            break;
+        }
         if (astray || !block_link_ok(page, b)) {
             /* No cycle reaches a broken link: the blocks before it are
              * distinct and kept; the block whose words were overwritten
@@ -253,6 +262,8 @@ static void page_take_remote(page_t *page, uintptr_t tf) {
             else head = NULL;
             break;
         }
+        next = block_remote_next(page, b);
+        block_set_next(page, b, next);          /* untagged, as the fast paths' lists */
         before_tail = tail;
         tail = b;
         n++;
@@ -337,13 +348,15 @@ void heap_return_reset_pages(heap_t *heap) {
 
 /* Counts a free list, stopping at the first link that is out of the page,
  * off a block boundary or broken, or after bound blocks.  *bad gets the
- * offending block (NULL if none); *tail the last good one. */
-static uint32_t list_count(const page_t *page, block_t *head, uint32_t bound, block_t **bad, block_t **tail) {
+ * offending block (NULL if none); *tail the last good one.  remote: the
+ * remote list, whose links are tagged (REMOTE_TAG). */
+static uint32_t list_count(const page_t *page, block_t *head, uint32_t bound, block_t **bad, block_t **tail,
+                           bool remote) {
     uint32_t n = 0;
     *bad = NULL;
     if (tail) *tail = NULL;
-    for (block_t *b = head; b; b = block_next(page, b)) {
-        if (n >= bound || !page_is_block_start(page, b) || !block_link_ok(page, b)) {
+    for (block_t *b = head; b; b = remote ? block_remote_next(page, b) : block_next(page, b)) {
+        if (n >= bound || !page_is_block_start(page, b) || !(remote ? block_remote_ok(page, b) : block_link_ok(page, b))) {
             *bad = b;
             break;
         }
@@ -361,7 +374,7 @@ void page_repair(page_t *page, const char *call, const void *bad) {
     strata_report(call, "corrupted free list", bad, "a write after free, an overflow, or a double free");
     block_t *b, *tail;
     page->free = NULL;
-    uint32_t n = list_count(page, page->local_free, page->capacity, &b, &tail);
+    uint32_t n = list_count(page, page->local_free, page->capacity, &b, &tail, false);
     if (b) {
         if (tail) block_set_next(page, tail, NULL);
         else page->local_free = NULL;
@@ -381,8 +394,8 @@ void page_verify_lists(heap_t *heap, page_t *page, const char *call) {
     if (atomic_load_explicit(&page->heap, memory_order_relaxed) == heap) {
         if (!(page_flags(page) & PAGE_FULL)) page_collect(page);   /* the remote list too (checked as taken) */
         block_t *bad;
-        list_count(page, page->free, page->capacity, &bad, NULL);
-        if (!bad) list_count(page, page->local_free, page->capacity, &bad, NULL);
+        list_count(page, page->free, page->capacity, &bad, NULL, false);
+        if (!bad) list_count(page, page->local_free, page->capacity, &bad, NULL, false);
         if (bad) page_repair(page, call, bad);
     }
     heap_unlock(heap);
@@ -404,12 +417,12 @@ size_t page_check(const page_t *page, bool owner_view) {
     if (page->used > page->capacity) PAGE_PROBLEM("%u blocks in use of %u", page->used, page->capacity);
     if (problems || !owner_view) return problems;
     block_t *bad;
-    uint32_t nf = list_count(page, page->free, page->capacity, &bad, NULL);
+    uint32_t nf = list_count(page, page->free, page->capacity, &bad, NULL, false);
     if (bad) PAGE_PROBLEM("free list broken at %p", (void *)bad);
-    uint32_t nl = list_count(page, page->local_free, page->capacity, &bad, NULL);
+    uint32_t nl = list_count(page, page->local_free, page->capacity, &bad, NULL, false);
     if (bad) PAGE_PROBLEM("local free list broken at %p", (void *)bad);
     block_t *tf = (block_t *)(atomic_load_explicit(&((page_t *)page)->thread_free, memory_order_acquire) & ~(uintptr_t)3);
-    list_count(page, tf, page->used, &bad, NULL);
+    list_count(page, tf, page->used, &bad, NULL, true);
     if (bad) PAGE_PROBLEM("thread free list broken at %p", (void *)bad);
     if (!problems && (uint64_t)nf + nl + page->used + page->lost != page->capacity)
         PAGE_PROBLEM("%u free + %u local + %u used + %u lost != capacity %u", nf, nl, page->used, page->lost,

@@ -13,6 +13,7 @@
  * second free of it while held is caught.  Linked statically, so malloc
  * here is Strata's. */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -145,9 +146,11 @@ static pthread_barrier_t made, done;
 
 /* Allocates KEEP blocks of 200 bytes and stays alive (its page in use, not
  * full) until told. */
+static _Atomic int holder_tid;
 static void *holder(void *arg) {
     (void)arg;
     for (int i = 0; i < KEEP; i++) theirs[i] = malloc(200);
+    holder_tid = os_thread_id();
     pthread_barrier_wait(&made);
     pthread_barrier_wait(&done);
     return NULL;
@@ -159,6 +162,9 @@ static void foreign_blocks_serve_this_threads_mallocs(void) {
     pthread_t t;
     pthread_create(&t, NULL, holder, NULL);
     pthread_barrier_wait(&made);
+    /* A cache uses a block it claimed once the owner cannot be inside a
+     * free of it: here, once the owner is blocked (in the barrier). */
+    while (!os_thread_blocked(holder_tid)) sched_yield();
     for (int i = 0; i < KEEP; i++) free(theirs[i]);
     /* The next mallocs of the class are the held blocks, at most FOREIGN_CAP. */
     int hits = 0;
@@ -186,6 +192,7 @@ static void *free_them_and_exit(void *arg) {
 }
 
 static void held_blocks_go_home_at_thread_exit(void) {
+    strata_release();   /* (this thread's cache of the last case's blocks: not theirs[]) */
     for (int i = 0; i < KEEP; i++) theirs[i] = malloc(200);
     page_t *page = page_of(segment_of(theirs[0]), theirs[0]);
     uint32_t before = page->used;

@@ -18,6 +18,8 @@ LIMITS = {
     # Stated in docs/design.md ("Fast paths"); raise only with a reason there.
     "strata_malloc": (20, 3),
     "strata_free": (30, 4),
+    # free's fast path, plus the move that keeps the size for the generic path
+    "strata_free_sized": (31, 4),
 }
 
 LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")

@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "strata.h"
+#include "child_run.h"
 
 #define THREADS 3
 #define SLOTS 1024
@@ -245,32 +246,23 @@ static long judge_messages(const char *err, const char **why) {
     return pending ? -1 : plants;
 }
 
+static int run_warn;
+static void run_run(int r) {
+    seed = (uint64_t)r;
+    run_child(run_warn);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || (strcmp(argv[1], "abort") && strcmp(argv[1], "warn"))) {
         fprintf(stderr, "usage: misuse_runs abort|warn [RUNS]\n");
         return 2;
     }
     int warn = !strcmp(argv[1], "warn"), runs = argc > 2 ? atoi(argv[2]) : 100, failed = 0;
+    run_warn = warn;
     static char err[1 << 20], out[256];
     for (int r = 0; r < runs && failed < 3; r++) {
-        char efile[] = "/tmp/strata-misuse-err-XXXXXX", ofile[] = "/tmp/strata-misuse-out-XXXXXX";
-        int efd = mkstemp(efile), ofd = mkstemp(ofile);
-        if (efd < 0 || ofd < 0) { perror("mkstemp"); return 2; }
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            dup2(efd, 2);
-            dup2(ofd, 1);
-            seed = (uint64_t)r;
-            run_child(warn);
-        }
-        int status;
-        waitpid(pid, &status, 0);
-        ssize_t n = pread(efd, err, sizeof err - 1, 0);
-        err[n > 0 ? n : 0] = 0;
-        n = pread(ofd, out, sizeof out - 1, 0);
-        out[n > 0 ? n : 0] = 0;
-        close(efd); close(ofd); unlink(efile); unlink(ofile);
+        int status = child_run(run_run, r, err, sizeof err, out, sizeof out);
+        if (status == -1) return 2;
         long counted = -1, problems = -1;
         sscanf(out, "planted %ld heap_problems %ld", &counted, &problems);
         const char *why = NULL;
