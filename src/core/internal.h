@@ -354,6 +354,7 @@ typedef struct heap_s {
     uint64_t clock;
     uint64_t wait_ms;
     uint64_t run_delay_base;
+#define RUN_DELAY_UNKNOWN UINT64_MAX        /* run_delay_base when the kernel does not report it */
     uint64_t sampled_at;                    /* wall ms: run delay last read */
     /* Orphan pool (heap.c): a heap whose thread exited waits, whole, for
      * the next new thread of its node. */
@@ -442,6 +443,12 @@ void heap_fork_parent(void);
 void heap_fork_child(void);
 typedef void heap_visit_fn(const heap_t *heap, void *arg);
 void heap_visit_all(heap_visit_fn *fn, void *arg);
+typedef bool heap_pick_fn(heap_t *heap, void *arg);
+void heap_pick_all(heap_pick_fn *fn, void *arg);
+/* The large threshold's changes (heap_option_changed): a heap that saw
+ * fewer refreshes its fast-path slots at its next housekeeping. */
+extern _Atomic(uint32_t) threshold_gen;
+void heap_direct_refresh(heap_t *heap);
 void heap_maintain(heap_t *heap);
 void heap_process_tick(uint64_t wall);
 void heap_purge_sleepers(void);
@@ -493,6 +500,7 @@ bool heap_owner_idle(const heap_t *heap);
 
 /* page.c */
 void page_queue_push_front(page_queue_t *q, page_t *page);
+void page_queue_push_back(page_queue_t *q, page_t *page);
 void page_queue_remove(page_queue_t *q, page_t *page);
 void page_init(page_t *page, heap_t *heap, uint32_t cls);
 void page_fold_stats(heap_t *heap, page_t *page);
