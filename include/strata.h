@@ -127,7 +127,7 @@ typedef enum strata_option_e {
     STRATA_OPTION_SB_ZERO,          /* fresh pages (userfaultfd): 0 copy zeros, 1 map the zero page */
     STRATA_OPTION_SB_READAHEAD,     /* runs read ahead of a sequential stream (0: no stream detection) */
     STRATA_OPTION_SB_SPLIT,         /* 0|1: a random aggressive fault waits for its own page only (default 1) */
-    STRATA_OPTION_BACKGROUND_PURGE, /* 0|1: a background thread purges what sleeping threads freed (default 0) */
+    STRATA_OPTION_BACKGROUND_PURGE, /* 0|1: a background thread purges what sleeping threads freed (default 1) */
     STRATA_OPTION_PROF,             /* 0|1: sampling heap profiler (read at start; docs/profiling.md) */
     STRATA_OPTION_PROF_RATE,        /* bytes: mean bytes allocated between two samples */
     STRATA_OPTION_PROF_SEED,        /* the sampling's random seed (0: random) */

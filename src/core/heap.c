@@ -111,6 +111,7 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
         !strata_check_mode &&
         (long)class_size[cls] < opt(STRATA_OPTION_LARGE_THRESHOLD))
         page = &heap->foreign->page[cls];
+    page_take_back(page);   /* (a kept page the background purge may have had: purge.c) */
     heap->class_page[cls] = page;
     if (class_size[cls] > DIRECT_MAX) return;
     size_t lo = cls == 1 ? 0 : class_size[cls - 1] / 8 + 1;
@@ -538,6 +539,7 @@ void heap_fork_child(void) {
     orphans = NULL;   /* (dropped with the other threads' heaps) */
     atomic_store_explicit(&orphan_count, 0, memory_order_relaxed);
     if (self != &heap_empty) {
+        self->emptied_bytes = 0;   /* (what the child frees decides whether it needs a background purge) */
         self->next_heap = self->prev_heap = NULL;
         registry = self;
         atomic_store_explicit(&self->tid, os_thread_id(), memory_order_relaxed);

@@ -321,6 +321,36 @@ void page_collect_full(heap_t *heap, page_t *page) {
     }
 }
 
+/* The owner's side of page->open: the page is its own again.  If the
+ * background purge gave its memory back, its blocks are gone (the memory
+ * reads as zero) and it is carved again from nothing, as page_collect_full
+ * leaves a page it purged (capacity 0 tells segment_page_free too).
+ * Returns whether it had. */
+bool page_take_back_slow(page_t *page) {
+    uint8_t s = atomic_load_explicit(&page->open, memory_order_acquire);
+    for (;;) {
+        if (s == PAGE_OPEN_TAKEN) {   /* its madvise is under way */
+            sched_yield();
+            s = atomic_load_explicit(&page->open, memory_order_acquire);
+            continue;
+        }
+        if (atomic_compare_exchange_weak_explicit(&page->open, &s, PAGE_OPEN_NONE, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            break;
+    }
+    if (s != PAGE_OPEN_PURGED) return false;
+    if (page->used != 0) {
+        /* A block freed into it after it emptied (free's fast path read its
+         * zeroed words as a block in use): a double free. */
+        strata_report("free()", "double free", page->local_free, "into a page given back while empty");
+        page->used = 0;
+    }
+    page->free = page->local_free = NULL;
+    page->capacity = 0;
+    page_set_span(page);
+    return true;
+}
+
 /* The owner's side of page_collect_full (heap lock held): full pages a
  * collector emptied go back to their segments. */
 void heap_return_reset_pages(heap_t *heap) {
@@ -379,6 +409,7 @@ void page_verify_lists(heap_t *heap, page_t *page, const char *call) {
     if (heap == &heap_empty) return;
     heap_lock(heap);   /* a full page may have a collector at it */
     if (atomic_load_explicit(&page->heap, memory_order_relaxed) == heap) {
+        page_take_back(page);
         if (!(page_flags(page) & PAGE_FULL)) page_collect(page);   /* the remote list too (checked as taken) */
         block_t *bad;
         list_count(page, page->free, page->capacity, &bad, NULL);
@@ -403,6 +434,8 @@ size_t page_check(const page_t *page, bool owner_view) {
         PAGE_PROBLEM("capacity %u, reserved %u, span %u disagree", page->capacity, page->reserved, page->span);
     if (page->used > page->capacity) PAGE_PROBLEM("%u blocks in use of %u", page->used, page->capacity);
     if (problems || !owner_view) return problems;
+    uint8_t open = atomic_load_explicit(&((page_t *)page)->open, memory_order_acquire);
+    if (open == PAGE_OPEN_TAKEN || open == PAGE_OPEN_PURGED) return 0;   /* its memory went back: no list to walk */
     block_t *bad;
     uint32_t nf = list_count(page, page->free, page->capacity, &bad, NULL);
     if (bad) PAGE_PROBLEM("free list broken at %p", (void *)bad);
@@ -496,9 +529,13 @@ static page_t *page_found(heap_t *heap, page_queue_t *q, page_t *page) {
          * (map-churn: 20 % less user time).  A list still in order
          * (freed in or against allocation order) is kept: carving
          * costs a pass of link writes. */
+        if (unlikely(atomic_load_explicit(&page->open, memory_order_relaxed) != PAGE_OPEN_NONE) &&
+            page_take_back_slow(page))
+            heap_note_purged_wanted(heap, page->purge_at);
         page->purge_at = 0;
         heap->demand_at = heap_clock(heap);
-        if (page_list_scattered(page)) page_recarve(page);
+        if (!page->free) page_extend(page);   /* (its memory went back: carved from nothing) */
+        else if (page_list_scattered(page)) page_recarve(page);
     }
     if (page != q->first) {
         page_queue_remove(q, page);

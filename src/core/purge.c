@@ -52,6 +52,14 @@ void heap_note_refault(heap_t *heap, uint64_t purged_at) {
     }
 }
 
+/* A kept page the background purge gave back (stamped purge_at) is wanted
+ * again: within the longest delay, the purge was wasted, as for an unused
+ * page purged and taken again (segment_page_take). */
+void heap_note_purged_wanted(heap_t *heap, uint64_t purge_at) {
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
+    if (d > 0 && heap_clock(heap) < purge_at + ((uint64_t)d << PURGE_SHIFT_MAX)) heap_note_refault(heap, purge_at);
+}
+
 /* The purge clock (heap_clock) is wall time less the thread's run delay
  * since the heap first read it.  The run delay is read every RUN_SAMPLE_MS
  * of wall time while the heap is busy, and before any purge (between two
@@ -81,6 +89,27 @@ static void heap_run_sample(heap_t *heap, uint64_t wall) {
 }
 
 
+/* Opens a kept page to the background purge (page->open), which may then
+ * give its memory back while the owner sleeps: only a page no fast path
+ * reaches (heap_direct_update takes a page back before it publishes it),
+ * and only while that purge runs (STRATA_BACKGROUND_PURGE) and pages are
+ * purged at all.  Not in check mode, whose malloc takes blocks from the
+ * first page of the class queue without a page search. */
+static void page_open(heap_t *heap, page_t *page) {
+    if (page == heap->class_page[page->class_idx] || strata_check_mode ||
+        atomic_load_explicit(&page->open, memory_order_relaxed) != PAGE_OPEN_NONE ||
+        !opt(STRATA_OPTION_BACKGROUND_PURGE) || heap_purge_delay(heap) <= 0)
+        return;
+    atomic_store_explicit(&page->open, PAGE_OPEN, memory_order_release);
+}
+
+/* The heap has free pages to purge: the background purge may look at it
+ * once its owner sleeps (heap_purge_sleepers). */
+static inline void heap_hint_purge(heap_t *heap) {
+    if (!atomic_load_explicit(&heap->purge_hint, memory_order_relaxed))
+        atomic_store_explicit(&heap->purge_hint, 1, memory_order_relaxed);
+}
+
 /* Stamps a kept empty page with when to give it back: the heap's purge
  * delay from now (delay < 0: never purged, so kept until another class
  * wants it), and the blocks it had handed out by then, so page_is_kept can
@@ -89,6 +118,7 @@ static void page_keep_stamp(heap_t *heap, page_t *page, long delay) {
     page->purge_at = delay < 0 ? UINT64_MAX : heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
     page->kept_allocs = page->allocs;
     if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
+    page_open(heap, page);
 }
 
 /* The page has no block in use.  It stays in its class queue (at the back,
@@ -101,27 +131,14 @@ static void page_keep_stamp(heap_t *heap, page_t *page, long delay) {
  * gives them back once the delay is over.  With a zero delay only the
  * class's only page is kept (for one tick).
  *
- * With the background purge on (STRATA_BACKGROUND_PURGE=1), one kept page
- * per class (and the fast path's own): a page emptied while
- * its class keeps one already goes back to its segment, unused but still
- * resident, where the next page of any class of its kind reuses it before
- * fresh memory (segment_page_alloc) and is purged on the same clock.  The
- * class queues are touched by their owner only, without a lock; a
- * segment's unused pages only under the heap lock, so another thread may
- * purge them when the owner sleeps (the background purge, heap_purge_sleepers).  Pages
- * kept in the queues would stay resident as long as their owner sleeps:
- * 300 MiB of freed 64 KiB blocks for as long as an MPI rank waited.  Off
- * by default: the pages given back are set up again when their class
- * refills, which cost malloc-sizes 16 % more instructions (recycle and
- * Larson with one worker twice the time, side by side), so a program that
- * sleeps holding freed memory asks for the trade. */
-static bool class_keeps_one(const page_queue_t *q, const page_t *page) {
-    /* Kept pages go to the back, and so do pages that were full
-     * (page_unfull): the one kept is last, or next to this one there. */
-    const page_t *last = q->last == page ? page->prev : q->last;
-    return last && last->used == 0 && last->purge_at != 0;
-}
-
+ * The class queues are touched by their owner only, without a lock, so
+ * the owner purges its kept pages itself, on its slow paths.  A thread
+ * that frees its working set and then sleeps (an MPI rank in a collective)
+ * runs no slow path: for it the background purge gives back the kept pages
+ * that are open to it (page_open: all but the fast path's own), each
+ * claimed by one compare-and-swap of its own word, which the owner takes
+ * back on its slow paths before it uses the page again (page_take_back).
+ * Neither the fast paths nor the queues change. */
 static noinline void page_retire_slow(heap_t *heap, page_t *page) {
     uint32_t cls = page->class_idx;
     page_queue_t *q = &heap->queues[cls];
@@ -129,8 +146,10 @@ static noinline void page_retire_slow(heap_t *heap, page_t *page) {
     heap->demand_at = heap_clock(heap);   /* busy emptying pages: not idle (heap_purge_pass) */
     /* Kept for reuse only if it is where this thread runs now: a page of
      * another node (the thread moved, or adopted it) goes back at once. */
+    heap_hint_purge(heap);
+    heap->emptied_bytes += page->span;
     if (!(page_flags(page) & PAGE_FULL) && (delay != 0 || (q->first == page && q->last == page)) &&
-        (page == heap->class_page[cls] || !opt(STRATA_OPTION_BACKGROUND_PURGE) || !class_keeps_one(q, page)) && !numa_misplaced(numa_heap_node(heap), page)) {
+        !numa_misplaced(numa_heap_node(heap), page)) {
         page_keep_stamp(heap, page, delay);
         if (page != q->first && page != q->last) {
             page_queue_remove(q, page);
@@ -167,6 +186,7 @@ void page_retire(heap_t *heap, page_t *page) {
  * for purging at once (it has been idle for its delay) or at its own time. */
 static void page_release_kept(heap_t *heap, page_t *page, uint64_t purge_at) {
     uint32_t c = page->class_idx;
+    page_take_back(page);
     page_queue_remove(&heap->queues[c], page);
     /* The page is read after it is given back only if its segment keeps
      * other pages: the last one may take the segment with it (a zero
@@ -192,6 +212,8 @@ static bool page_is_kept(heap_t *heap, page_t *page) {
     if (page->allocs != page->kept_allocs) {
         page_keep_stamp(heap, page, heap_purge_delay(heap));
         heap->demand_at = heap_clock(heap);
+    } else {
+        page_open(heap, page);   /* (kept while it was the fast path's: maybe no longer) */
     }
     return true;
 }
@@ -404,9 +426,16 @@ static void heap_room_check(heap_t *heap, uint64_t now, bool tick) {
 }
 
 /* The process-wide housekeeping: every 10 ms from whichever thread does
- * its own, and on each pass of the background purge (purge_thread.c,
- * through heap_process_tick).  Inline: heap_maintain's copy stays in the
- * hot text (cmake/hot-text.list). */
+ * its own or from the background purge's pass (purge_thread.c, through
+ * heap_process_tick), whichever comes first.  Inline: heap_maintain's copy
+ * stays in the hot text (cmake/hot-text.list). */
+static _Atomic(uint64_t) next_global;
+static _Atomic(uint64_t) busy_at;   /* wall ms: a thread's housekeeping last ran the process tick */
+static inline bool process_tick_due(uint64_t wall) {
+    uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
+    return wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10);
+}
+
 static inline __attribute__((always_inline)) void process_tick(uint64_t wall) {
     heap_orphans_release(false);   /* first: what it abandons is purged below */
     heap_collect_others(false);    /* heaps whose threads sleep */
@@ -441,9 +470,11 @@ void heap_maintain(heap_t *heap) {
     heap_purge_relax(heap, now);
     if (heap->purge_due && now >= heap->purge_due) heap->purge_due = heap_purge_pass(heap, now);
     else heap_room_check(heap, now, true);
-    static _Atomic(uint64_t) next_global;
-    uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
-    if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) process_tick(wall);
+    if (heap->purge_due) heap_hint_purge(heap);
+    if (process_tick_due(wall)) {
+        atomic_store_explicit(&busy_at, wall, memory_order_relaxed);
+        process_tick(wall);
+    }
     /* Started here (a program that frees its working set in under a tick
      * and then sleeps must not wait for a tick that never comes), or woken
      * from a long sleep: the program is busy. */
@@ -451,16 +482,48 @@ void heap_maintain(heap_t *heap) {
     heap_fold_stats(heap);   /* keeps the statistics a few ms fresh for other threads */
 }
 
-void heap_process_tick(uint64_t wall) { process_tick(wall); }
+uint64_t heap_busy_at(void) { return atomic_load_explicit(&busy_at, memory_order_relaxed); }
 
-/* The background purge's pass over thread heaps.  A heap whose owner has
- * done no housekeeping for the purge delay and is blocked in the kernel
- * now gets its segments' unused pages purged (segment_purge_sleeper): its
- * owner would have purged them on its own clock had it run.  Not a thread
- * kept off the CPU: its clock stops while it waits (heap_clock), and its
- * pages are for when it runs again.  What its class queues keep (one
- * empty page per class: page_retire_slow) stays.  Only tries each heap's
- * lock, as a collector. */
+void heap_process_tick(uint64_t wall) {
+    if (process_tick_due(wall)) process_tick(wall);
+}
+
+/* The background purge's side of page->open (the heap locked as a
+ * collector, so its segment list holds still): gives back the memory of
+ * the kept pages its owner opened.  A page is claimed by one
+ * compare-and-swap, which the owner's take-back (page_take_back) either
+ * beat or waits out; nothing else of the page is written here. */
+static void heap_purge_open(heap_t *heap) {
+    for (int k = 0; k < SEG_KINDS; k++)
+        for (segment_t *s = heap->segments[k]; s; s = s->next)
+            for (uint32_t i = 0; i < s->page_count; i++) {
+                page_t *page = &s->pages[i];
+                uint8_t open = PAGE_OPEN;
+                if (atomic_load_explicit(&page->open, memory_order_relaxed) != PAGE_OPEN ||
+                    !atomic_compare_exchange_strong_explicit(&page->open, &open, PAGE_OPEN_TAKEN,
+                                                             memory_order_acq_rel, memory_order_relaxed))
+                    continue;
+                uint8_t *area;
+                size_t bytes = page_area_of(s, page, &area);
+                bool purged = os_purge(area, bytes) == 0;
+                if (purged) {
+                    stat_add(&stats.purged, bytes);
+                    stat_sub(&stats.committed, bytes);
+                }
+                atomic_store_explicit(&page->open, purged ? PAGE_OPEN_PURGED : PAGE_OPEN, memory_order_release);
+            }
+}
+
+/* The background purge's pass over thread heaps.  A heap with free pages
+ * to purge (purge_hint) whose owner has done no housekeeping for the purge
+ * delay and is blocked in the kernel now gets its segments' unused pages
+ * purged (segment_purge_sleeper) and its open kept pages given back
+ * (heap_purge_open): its owner would have purged them on its own clock had
+ * it run.  Not a thread kept off the CPU: its clock stops while it waits
+ * (heap_clock), and its pages are for when it runs again.  What stays is
+ * the fast path's page of each class.  Only tries each heap's lock, as a
+ * collector; asks whether an owner sleeps (a read of /proc) only for a
+ * heap with something to purge. */
 #define SLEEPERS_PER_PASS 16
 typedef struct {
     heap_t *locked[SLEEPERS_PER_PASS];
@@ -469,8 +532,11 @@ typedef struct {
 
 static bool sleeper_lock(heap_t *h, void *arg) {
     sleepers_t *s = arg;
-    if (h == tls_heap || atomic_load_explicit(&h->tid, memory_order_relaxed) == 0 || !heap_owner_idle(h)) return true;
+    if (h == tls_heap || !atomic_load_explicit(&h->purge_hint, memory_order_relaxed) ||
+        atomic_load_explicit(&h->tid, memory_order_relaxed) == 0 || !heap_owner_idle(h))
+        return true;
     if (heap_owner_asleep(h) != OWNER_ASLEEP || !heap_trylock_remote(h)) return true;
+    atomic_store_explicit(&h->purge_hint, 0, memory_order_relaxed);   /* (the owner sets it again for more) */
     s->locked[s->n++] = h;
     return s->n < SLEEPERS_PER_PASS;
 }
@@ -485,6 +551,7 @@ void heap_purge_sleepers(void) {
     heap_pick_all(sleeper_lock, &s);
     for (int i = 0; i < s.n; i++) {
         segment_purge_sleeper(s.locked[i]);
+        heap_purge_open(s.locked[i]);
         heap_unlock_remote(s.locked[i]);
     }
 }

@@ -29,6 +29,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "../large/large.h"
 #include "../stats/stats.h"
@@ -37,7 +38,8 @@ enum { BG_NONE, BG_STARTING, BG_RUNNING };
 static _Atomic(int) bg_state;
 static _Atomic(bool) libc_ready;
 static _Atomic(bool) exiting;
-static _Atomic(uint64_t) start_failed_at;   /* ms; a failed start is tried again a second later */
+static _Atomic(uint64_t) start_failed_at;
+static _Atomic(pid_t) start_pid;   /* the process that may start it (bg_may_start) */   /* ms; a failed start is tried again a second later */
 /* The thread sleeps on this word; the process tick bumps it when the
  * thread is in a long (backed-off) sleep. */
 static _Atomic(uint32_t) wake_word;
@@ -56,7 +58,7 @@ static void bg_pass(void) {
 
 static void *bg_main(void *arg) {
     (void)arg;
-    uint64_t period = 0;
+    uint64_t period = 0, busy_seen = 0;
     for (;;) {
         long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
         bool on = opt(STRATA_OPTION_BACKGROUND_PURGE) != 0 && d >= 0;
@@ -64,17 +66,30 @@ static void *bg_main(void *arg) {
         if (!on) period = BG_IDLE_MAX_MS;
         else if (period < base) period = base;
         uint32_t w = atomic_load_explicit(&wake_word, memory_order_acquire);
-        atomic_store_explicit(&sleeping_long, period > base, memory_order_release);
+        atomic_store_explicit(&sleeping_long, period >= BG_IDLE_MAX_MS, memory_order_release);
         os_wait(&wake_word, w, period);
         atomic_store_explicit(&sleeping_long, false, memory_order_relaxed);
-        if (atomic_load_explicit(&exiting, memory_order_relaxed) || os_thread_count() == 1) break;   /* (0: unknown) */
-        if (atomic_load_explicit(&wake_word, memory_order_relaxed) != w) period = base;   /* the program is busy again */
+        if (atomic_load_explicit(&exiting, memory_order_relaxed)) break;
+        bool woken = atomic_load_explicit(&wake_word, memory_order_relaxed) != w;
+        /* Alone in the process (0: unknown)?  Asked only after a long sleep
+         * nobody cut short (a read of /proc): a process of one thread makes
+         * no housekeeping that would wake this one. */
+        if (!woken && period >= BG_IDLE_MAX_MS && os_thread_count() == 1) break;
+        if (woken) period = base;   /* the program is busy again */
         if (!on) continue;
         uint64_t purged = atomic_load_explicit(&stats.purged, memory_order_relaxed);
         bg_pass();
         bool found = atomic_load_explicit(&stats.purged, memory_order_relaxed) != purged;
-        /* Nothing to give back: look less often, up to once a second. */
-        period = found ? base : (period * 2 < BG_IDLE_MAX_MS ? period * 2 : BG_IDLE_MAX_MS);
+        /* While the program's threads do housekeeping (they ran the process
+         * tick since the last pass) they may stop at any time: one delay.
+         * Nothing to give back and nobody busy: look less often, up to once
+         * a second, until the next housekeeping wakes it.  (Woken at every
+         * housekeeping while it slept two delays, it was woken at nearly
+         * every tick of a busy program: 58k wake-ups in malloc-sizes.) */
+        uint64_t busy = heap_busy_at();
+        bool active = busy != busy_seen;
+        busy_seen = busy;
+        period = found || active ? base : (period * 2 < BG_IDLE_MAX_MS ? period * 2 : BG_IDLE_MAX_MS);
     }
     atomic_store_explicit(&bg_state, BG_NONE, memory_order_release);
     return NULL;
@@ -126,8 +141,21 @@ static bool bg_may_start(void) {
     return atomic_load_explicit(&bg_state, memory_order_acquire) == BG_NONE && !strata_in_realloc &&
            atomic_load_explicit(&libc_ready, memory_order_acquire) &&
            !atomic_load_explicit(&exiting, memory_order_relaxed) && opt(STRATA_OPTION_BACKGROUND_PURGE) &&
-           opt(STRATA_OPTION_PURGE_DELAY_MS) >= 0;
+           opt(STRATA_OPTION_PURGE_DELAY_MS) >= 0 &&
+           /* Not in the child of a vfork (it shares the parent's memory, and
+            * no fork handler ran): a thread made there would be the
+            * parent's.  (A syscall: asked only when about to start.) */
+           atomic_load_explicit(&start_pid, memory_order_relaxed) == getpid();
 }
+
+/* Freed memory worth a thread: a heap whose emptied pages had 4 MiB
+ * carved in all, or a large tier holding 4 MiB of freed blocks.  The
+ * thread is one more thread in the process: a short command run under the
+ * preload (ls, sort, a shell's helpers) frees less than that and never has
+ * one, so programs that must be single-threaded (unshare of a user
+ * namespace) or count their threads are not changed; and an idle program
+ * holding less than that is not worth a wake-up a second. */
+#define BG_START_BYTES ((size_t)4 << 20)
 
 /* On every housekeeping of a thread (heap_maintain, at most once per
  * clock tick per heap): in the hot text, so what it does on most calls
@@ -141,7 +169,9 @@ void purge_thread_poke(const heap_t *heap) {
     /* Not before there is something to give back: a program that never
      * frees has no such thread. */
     if (state != BG_NONE || heap->lock_depth != 0 ||
-        (!heap->purge_due && !atomic_load_explicit(&large_dirty_total, memory_order_relaxed)) || !bg_may_start())
+        (heap->emptied_bytes < BG_START_BYTES &&
+         atomic_load_explicit(&large_dirty_total, memory_order_relaxed) < BG_START_BYTES) ||
+        !bg_may_start())
         return;
     bg_start();
 }
@@ -150,17 +180,23 @@ void purge_thread_poke(const heap_t *heap) {
  * program that frees its big blocks and then sleeps runs no housekeeping
  * that would start the thread. */
 void purge_thread_want(void) {
-    if (atomic_load_explicit(&bg_state, memory_order_relaxed) != BG_NONE) return;
+    if (atomic_load_explicit(&bg_state, memory_order_relaxed) != BG_NONE ||
+        atomic_load_explicit(&large_dirty_total, memory_order_relaxed) < BG_START_BYTES)
+        return;
     if (bg_may_start()) bg_start();
 }
 
-void purge_thread_libc_ready(void) { atomic_store_explicit(&libc_ready, true, memory_order_release); }
+void purge_thread_libc_ready(void) {
+    atomic_store_explicit(&start_pid, getpid(), memory_order_relaxed);
+    atomic_store_explicit(&libc_ready, true, memory_order_release);
+}
 
 void purge_thread_at_exit(void) {
     atomic_store_explicit(&exiting, true, memory_order_relaxed);
 }
 
 void purge_thread_fork_child(void) {
+    atomic_store_explicit(&start_pid, getpid(), memory_order_relaxed);
     atomic_store_explicit(&bg_state, BG_NONE, memory_order_relaxed);
     atomic_store_explicit(&sleeping_long, false, memory_order_relaxed);
     atomic_store_explicit(&start_failed_at, 0, memory_order_relaxed);

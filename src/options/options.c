@@ -96,7 +96,7 @@ static const opt_desc table[STRATA_OPTION_COUNT] = {
      "storage-backed reads: runs read ahead of a sequential stream (direct I/O: asynchronously; 0: no streams)"},
     {"SB_SPLIT", KIND_BOOL, 1, 0, 1, NULL,
      "storage-backed aggressive reads off any stream: the fault waits for its own page, the rest of the run is read ahead"},
-    {"BACKGROUND_PURGE", KIND_BOOL, 0, 0, 1, NULL,
+    {"BACKGROUND_PURGE", KIND_BOOL, 1, 0, 1, NULL,
      "a background thread gives back, within the purge delay, what threads that sleep have freed"},
     {"PROF", KIND_BOOL, 0, 0, 1, NULL, "sampling heap profiler: profile written at exit (docs/profiling.md)"},
     {"PROF_RATE", KIND_SIZE, 512 * 1024, 1, 1L << 40, NULL, "heap profiler: mean bytes allocated between samples"},
