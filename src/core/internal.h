@@ -118,11 +118,12 @@ enum {
 /* page->open: a kept empty page's hand-over to the background purge.  The
  * owner opens a page no fast path reaches (NONE -> OPEN) and takes it back
  * before any block of it goes out, before the fast path may reach it and
- * before it leaves its queue (page_take_back: OPEN -> NONE, or PURGED ->
- * NONE with the page carved again from nothing); the background purge
- * claims an open page (OPEN -> TAKEN), gives its memory back and marks it
- * PURGED.  The owner waits out TAKEN (one madvise). */
-enum { PAGE_OPEN_NONE = 0, PAGE_OPEN = 1, PAGE_OPEN_TAKEN = 2, PAGE_OPEN_PURGED = 3 };
+ * before it leaves for its segment (page_take_back: OPEN -> NONE, or
+ * PURGED -> BARE: nothing carved, its memory not counted committed, until
+ * page_found carves it again or it goes back to its segment); the
+ * background purge claims an open page (OPEN -> TAKEN), gives its memory
+ * back and marks it PURGED.  The owner waits out TAKEN (one madvise). */
+enum { PAGE_OPEN_NONE = 0, PAGE_OPEN = 1, PAGE_OPEN_TAKEN = 2, PAGE_OPEN_PURGED = 3, PAGE_OPEN_BARE = 4 };
 
 struct heap_s;
 

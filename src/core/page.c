@@ -131,6 +131,7 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     page->lost = 0;
     page->free = page->local_free = NULL;
     page->purge_at = 0;
+    atomic_store_explicit(&page->open, PAGE_OPEN_NONE, memory_order_relaxed);   /* (BARE when given back so) */
     atomic_store_explicit(&page->thread_free, (uintptr_t)DELAY_NORMAL, memory_order_relaxed);
     atomic_store_explicit(&page->heap, heap, memory_order_release);
     page_flags_store(page, strata_check_mode ? PAGE_CHECK : 0);
@@ -323,19 +324,22 @@ void page_collect_full(heap_t *heap, page_t *page) {
 
 /* The owner's side of page->open: the page is its own again.  If the
  * background purge gave its memory back, its blocks are gone (the memory
- * reads as zero) and it is carved again from nothing, as page_collect_full
- * leaves a page it purged (capacity 0 tells segment_page_free too).
- * Returns whether it had. */
+ * reads as zero): it is left empty, with nothing carved, as
+ * page_collect_full leaves a page it purged (capacity 0 tells
+ * segment_page_free), and BARE until it is carved again (page_found
+ * counts its memory committed again then).  Returns whether its memory
+ * went back. */
 bool page_take_back_slow(page_t *page) {
     uint8_t s = atomic_load_explicit(&page->open, memory_order_acquire);
     for (;;) {
+        if (s == PAGE_OPEN_BARE) return true;
         if (s == PAGE_OPEN_TAKEN) {   /* its madvise is under way */
             sched_yield();
             s = atomic_load_explicit(&page->open, memory_order_acquire);
             continue;
         }
-        if (atomic_compare_exchange_weak_explicit(&page->open, &s, PAGE_OPEN_NONE, memory_order_acq_rel,
-                                                  memory_order_acquire))
+        uint8_t to = s == PAGE_OPEN_PURGED ? PAGE_OPEN_BARE : PAGE_OPEN_NONE;
+        if (atomic_compare_exchange_weak_explicit(&page->open, &s, to, memory_order_acq_rel, memory_order_acquire))
             break;
     }
     if (s != PAGE_OPEN_PURGED) return false;
@@ -349,6 +353,17 @@ bool page_take_back_slow(page_t *page) {
     page->capacity = 0;
     page_set_span(page);
     return true;
+}
+
+/* A kept page back in service (page_found) whose memory the background
+ * purge gave back: committed again as it is carved, and a purge undone
+ * this soon was wasted (heap_note_purged_wanted). */
+static void page_reuse_bare(heap_t *heap, page_t *page) {
+    if (!page_take_back_slow(page)) return;
+    uint8_t *area;
+    stat_add(&stats.committed, page_area_of(segment_of(page), page, &area));
+    heap_note_purged_wanted(heap, page->purge_at);
+    atomic_store_explicit(&page->open, PAGE_OPEN_NONE, memory_order_relaxed);
 }
 
 /* The owner's side of page_collect_full (heap lock held): full pages a
@@ -529,9 +544,8 @@ static page_t *page_found(heap_t *heap, page_queue_t *q, page_t *page) {
          * (map-churn: 20 % less user time).  A list still in order
          * (freed in or against allocation order) is kept: carving
          * costs a pass of link writes. */
-        if (unlikely(atomic_load_explicit(&page->open, memory_order_relaxed) != PAGE_OPEN_NONE) &&
-            page_take_back_slow(page))
-            heap_note_purged_wanted(heap, page->purge_at);
+        if (unlikely(atomic_load_explicit(&page->open, memory_order_relaxed) != PAGE_OPEN_NONE))
+            page_reuse_bare(heap, page);
         page->purge_at = 0;
         heap->demand_at = heap_clock(heap);
         if (!page->free) page_extend(page);   /* (its memory went back: carved from nothing) */

@@ -4,25 +4,32 @@
  * paths (heap_maintain): a thread that frees its working set and then
  * waits (an MPI rank in a collective, a server between requests) kept all
  * of it resident until it allocated again, 300 MiB of freed 64 KiB blocks
- * for as long as it slept.  Each pass does what the process-wide tick of
- * heap_maintain does (exited threads' heaps, remote frees to sleepers,
- * the segment cache, the large tier) and purges the unused pages of heaps
- * whose thread sleeps (heap_purge_sleepers).  As jemalloc's background
- * thread; STRATA_BACKGROUND_PURGE=0 (or strata_option_set) turns it off.
+ * for as long as it slept.  Each pass does the process-wide tick of
+ * heap_maintain when no thread did it for 10 ms (exited threads' heaps,
+ * remote frees to sleepers, the segment cache, the large tier) and gives
+ * back the unused and the kept empty pages of heaps whose thread sleeps
+ * (heap_purge_sleepers, purge.c, where the kept pages' hand-over is).  As
+ * jemalloc's background thread; on by default, STRATA_BACKGROUND_PURGE=0
+ * (or strata_option_set) turns it off.
  *
  * Lifetime:
- *  - started lazily, by the process tick of a thread's housekeeping, once
- *    the library constructor has run (libc is ready then: pthread_create
- *    may allocate) and while that thread holds no heap lock;
- *  - it sleeps one purge delay between passes, longer (doubling up to a
- *    second) while passes find nothing, and the process tick wakes it
- *    again when the program is busy, so an idle program costs a wake-up a
- *    second and the fast paths nothing;
+ *  - started lazily, by the housekeeping of a thread whose heap emptied
+ *    4 MiB of pages (or by the large tier's free path once 4 MiB of freed
+ *    blocks wait there), once the library constructor has run (libc is
+ *    ready then: pthread_create may allocate), while that thread holds no
+ *    heap lock, and never in the child of a vfork; a short command never
+ *    frees that much and never has it;
+ *  - it sleeps one purge delay between passes while the program's threads
+ *    do housekeeping, longer (doubling up to a second) while they do none
+ *    and passes find nothing, and a thread's housekeeping wakes it from the
+ *    one-second sleep, so an idle program costs a wake-up a second and the
+ *    fast paths nothing;
  *  - detached, all signals blocked; it ends when it is the last thread of
  *    the process (main called pthread_exit: the process must end as it
- *    would without it) or after exit() began;
+ *    would without it; asked after a one-second sleep) or after exit()
+ *    began;
  *  - a child of fork has no such thread: its state is reset there, and the
- *    child starts its own when it needs one.
+ *    child starts its own when it has freed enough.
  */
 #define _GNU_SOURCE 1   /* pthread_setname_np */
 #include "internal.h"

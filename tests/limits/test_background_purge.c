@@ -68,6 +68,7 @@ static size_t wait_rss_below(size_t limit) {
 static size_t base;
 
 static void no_thread_before_anything_is_freed(void) {
+    CHECK(strata_option_get(STRATA_OPTION_BACKGROUND_PURGE) == 1);   /* on by default */
     /* (The constructor gave this thread its heap: nothing was freed yet.) */
     CHECK(proc_thread_count() == 1);
 }
