@@ -78,10 +78,13 @@ static void *bg_main(void *arg) {
         atomic_store_explicit(&sleeping_long, false, memory_order_relaxed);
         if (atomic_load_explicit(&exiting, memory_order_relaxed)) break;
         bool woken = atomic_load_explicit(&wake_word, memory_order_relaxed) != w;
-        /* Alone in the process (0: unknown)?  Asked only after a long sleep
-         * nobody cut short (a read of /proc): a process of one thread makes
-         * no housekeeping that would wake this one. */
-        if (!woken && period >= BG_IDLE_MAX_MS && os_thread_count() == 1) break;
+        /* Alone in the process (0: unknown)?  Asked (a read of /proc) only
+         * after a long sleep nobody cut short and when no thread that
+         * allocated is alive (main called pthread_exit): a process of one
+         * thread makes no housekeeping that would wake this one. */
+        if (!woken && period >= BG_IDLE_MAX_MS && atomic_load_explicit(&stats.threads, memory_order_relaxed) == 0 &&
+            os_thread_count() == 1)
+            break;
         if (woken) period = base;   /* the program is busy again */
         if (!on) continue;
         uint64_t purged = atomic_load_explicit(&stats.purged, memory_order_relaxed);
