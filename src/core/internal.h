@@ -520,8 +520,29 @@ size_t heap_foreign_check(const heap_t *heap);   /* strata_heap_check (foreign.c
 bool heap_owner_idle(const heap_t *heap);
 
 /* page.c */
-void page_queue_push_front(page_queue_t *q, page_t *page);
-void page_queue_push_back(page_queue_t *q, page_t *page);
+/* Page queues (owner only): inline, for page.c's page search and
+ * purge.c's kept pages alike. */
+static inline void page_queue_push_front(page_queue_t *q, page_t *page) {
+    page->prev = NULL;
+    page->next = q->first;
+    if (q->first) q->first->prev = page;
+    else q->last = page;
+    q->first = page;
+}
+static inline void page_queue_push_back(page_queue_t *q, page_t *page) {
+    page->next = NULL;
+    page->prev = q->last;
+    if (q->last) q->last->next = page;
+    else q->first = page;
+    q->last = page;
+}
+static inline void page_queue_remove(page_queue_t *q, page_t *page) {
+    if (page->prev) page->prev->next = page->next;
+    else q->first = page->next;
+    if (page->next) page->next->prev = page->prev;
+    else q->last = page->prev;
+    page->next = page->prev = NULL;
+}
 bool page_take_back_slow(page_t *page);
 /* Before a kept page's blocks are handed out or read, before the fast path
  * may reach it and before it leaves its queue (owner side of page->open). */
@@ -529,7 +550,6 @@ static inline void page_take_back(page_t *page) {
     if (unlikely(atomic_load_explicit(&page->open, memory_order_acquire) != PAGE_OPEN_NONE))
         page_take_back_slow(page);
 }
-void page_queue_remove(page_queue_t *q, page_t *page);
 void page_init(page_t *page, heap_t *heap, uint32_t cls);
 void page_fold_stats(heap_t *heap, page_t *page);
 void page_stats_release(heap_t *heap, page_t *page);

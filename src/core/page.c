@@ -36,29 +36,6 @@ static void page_set_span(page_t *page) {
     __atomic_store_n(&page->start_limit, (uint64_t)page->capacity * (page->div_c * page->block_size), __ATOMIC_RELAXED);
 }
 
-void page_queue_push_front(page_queue_t *q, page_t *page) {
-    page->prev = NULL;
-    page->next = q->first;
-    if (q->first) q->first->prev = page;
-    else q->last = page;
-    q->first = page;
-}
-
-void page_queue_push_back(page_queue_t *q, page_t *page) {
-    page->next = NULL;
-    page->prev = q->last;
-    if (q->last) q->last->next = page;
-    else q->first = page;
-    q->last = page;
-}
-
-void page_queue_remove(page_queue_t *q, page_t *page) {
-    if (page->prev) page->prev->next = page->next;
-    else q->first = page->next;
-    if (page->next) page->next->prev = page->prev;
-    else q->last = page->prev;
-    page->next = page->prev = NULL;
-}
 
 
 /* Moves the page's counts into its heap's class totals (owner only, slow
@@ -544,7 +521,10 @@ static page_t *page_found(heap_t *heap, page_queue_t *q, page_t *page) {
          * (map-churn: 20 % less user time).  A list still in order
          * (freed in or against allocation order) is kept: carving
          * costs a pass of link writes. */
-        if (unlikely(atomic_load_explicit(&page->open, memory_order_relaxed) != PAGE_OPEN_NONE))
+        uint8_t open = PAGE_OPEN;   /* (opened when kept: taken back by one compare-and-swap) */
+        if (atomic_load_explicit(&page->open, memory_order_relaxed) != PAGE_OPEN_NONE &&
+            !atomic_compare_exchange_strong_explicit(&page->open, &open, PAGE_OPEN_NONE, memory_order_acq_rel,
+                                                     memory_order_acquire))
             page_reuse_bare(heap, page);
         page->purge_at = 0;
         heap->demand_at = heap_clock(heap);

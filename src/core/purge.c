@@ -95,10 +95,10 @@ static void heap_run_sample(heap_t *heap, uint64_t wall) {
  * and only while that purge runs (STRATA_BACKGROUND_PURGE) and pages are
  * purged at all.  Not in check mode, whose malloc takes blocks from the
  * first page of the class queue without a page search. */
-static void page_open(heap_t *heap, page_t *page) {
-    if (page == heap->class_page[page->class_idx] || strata_check_mode ||
-        atomic_load_explicit(&page->open, memory_order_relaxed) != PAGE_OPEN_NONE ||
-        !opt(STRATA_OPTION_BACKGROUND_PURGE) || heap_purge_delay(heap) <= 0)
+static void page_open(heap_t *heap, page_t *page, long delay) {
+    if (delay <= 0 || page == heap->class_page[page->class_idx] ||
+        atomic_load_explicit(&page->open, memory_order_relaxed) != PAGE_OPEN_NONE || strata_check_mode ||
+        !opt(STRATA_OPTION_BACKGROUND_PURGE))
         return;
     atomic_store_explicit(&page->open, PAGE_OPEN, memory_order_release);
 }
@@ -118,7 +118,7 @@ static void page_keep_stamp(heap_t *heap, page_t *page, long delay) {
     page->purge_at = delay < 0 ? UINT64_MAX : heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
     page->kept_allocs = page->allocs;
     if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
-    page_open(heap, page);
+    page_open(heap, page, delay);
 }
 
 /* The page has no block in use.  It stays in its class queue (at the back,
@@ -213,7 +213,7 @@ static bool page_is_kept(heap_t *heap, page_t *page) {
         page_keep_stamp(heap, page, heap_purge_delay(heap));
         heap->demand_at = heap_clock(heap);
     } else {
-        page_open(heap, page);   /* (kept while it was the fast path's: maybe no longer) */
+        page_open(heap, page, heap_purge_delay(heap));   /* (kept while it was the fast path's: maybe no longer) */
     }
     return true;
 }
