@@ -144,10 +144,10 @@ static noinline void page_retire_slow(heap_t *heap, page_t *page) {
     page_queue_t *q = &heap->queues[cls];
     long delay = heap_purge_delay(heap);
     heap->demand_at = heap_clock(heap);   /* busy emptying pages: not idle (heap_purge_pass) */
-    /* Kept for reuse only if it is where this thread runs now: a page of
-     * another node (the thread moved, or adopted it) goes back at once. */
     heap_hint_purge(heap);
     heap->emptied_bytes += page->span;
+    /* Kept for reuse only if it is where this thread runs now: a page of
+     * another node (the thread moved, or adopted it) goes back at once. */
     if (!(page_flags(page) & PAGE_FULL) && (delay != 0 || (q->first == page && q->last == page)) &&
         !numa_misplaced(numa_heap_node(heap), page)) {
         page_keep_stamp(heap, page, delay);

@@ -45,8 +45,8 @@ enum { BG_NONE, BG_STARTING, BG_RUNNING };
 static _Atomic(int) bg_state;
 static _Atomic(bool) libc_ready;
 static _Atomic(bool) exiting;
-static _Atomic(uint64_t) start_failed_at;
-static _Atomic(pid_t) start_pid;   /* the process that may start it (bg_may_start) */   /* ms; a failed start is tried again a second later */
+static _Atomic(uint64_t) start_failed_at;   /* ms; a failed start is tried again a second later */
+static _Atomic(pid_t) start_pid;   /* the process that may start it (bg_may_start) */
 /* The thread sleeps on this word; the process tick bumps it when the
  * thread is in a long (backed-off) sleep. */
 static _Atomic(uint32_t) wake_word;
@@ -93,9 +93,9 @@ static void *bg_main(void *arg) {
         /* While the program's threads do housekeeping (they ran the process
          * tick since the last pass) they may stop at any time: one delay.
          * Nothing to give back and nobody busy: look less often, up to once
-         * a second, until the next housekeeping wakes it.  (Woken at every
-         * housekeeping while it slept two delays, it was woken at nearly
-         * every tick of a busy program: 58k wake-ups in malloc-sizes.) */
+         * a second, until the next housekeeping wakes it.  (Woken by every
+         * housekeeping while it slept two delays or more, it was woken at
+         * nearly every tick of a busy program, and passed as often.) */
         uint64_t busy = heap_busy_at();
         bool active = busy != busy_seen;
         busy_seen = busy;
