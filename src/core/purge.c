@@ -515,8 +515,8 @@ static void heap_purge_open(heap_t *heap) {
 }
 
 /* The background purge's pass over thread heaps.  A heap with free pages
- * to purge (purge_hint) whose owner has done no housekeeping for the purge
- * delay and is blocked in the kernel now gets its segments' unused pages
+ * to purge (purge_hint) whose owner has done no housekeeping for two purge
+ * delays and is blocked in the kernel now gets its segments' unused pages
  * purged (segment_purge_sleeper) and its open kept pages given back
  * (heap_purge_open): its owner would have purged them on its own clock had
  * it run.  Not a thread kept off the CPU: its clock stops while it waits
@@ -530,10 +530,23 @@ typedef struct {
     int n;
 } sleepers_t;
 
+/* The owner has done no housekeeping for two of its purge delays (its own,
+ * backed off when purges were wasted: heap_note_purged_wanted): by then
+ * its own pass would have given back all it kept back for a next phase
+ * (heap_purge_pass's decay). */
+static bool heap_owner_long_idle(const heap_t *h) {
+    if (!heap_owner_idle(h)) return false;
+    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);   /* (not < 0: heap_owner_idle says no then) */
+    if (d == 0) return true;
+    uint64_t m = __atomic_load_n(&h->maintained_at, __ATOMIC_RELAXED);
+    uint32_t shift = __atomic_load_n(&h->purge_shift, __ATOMIC_RELAXED);
+    return m == 0 || m + ((uint64_t)d << shift) * 2 <= os_now_ms();
+}
+
 static bool sleeper_lock(heap_t *h, void *arg) {
     sleepers_t *s = arg;
     if (h == tls_heap || !atomic_load_explicit(&h->purge_hint, memory_order_relaxed) ||
-        atomic_load_explicit(&h->tid, memory_order_relaxed) == 0 || !heap_owner_idle(h))
+        atomic_load_explicit(&h->tid, memory_order_relaxed) == 0 || !heap_owner_long_idle(h))
         return true;
     if (heap_owner_asleep(h) != OWNER_ASLEEP || !heap_trylock_remote(h)) return true;
     atomic_store_explicit(&h->purge_hint, 0, memory_order_relaxed);   /* (the owner sets it again for more) */
