@@ -345,7 +345,7 @@ static void heap_abandon_memory(heap_t *heap, bool force) {
     /* The back-off and the budget described this thread's pattern; its
      * free pages are due after the plain delay now (nobody here will want
      * them back; an adopter reuses them before they are due). */
-    heap->purge_shift = 0;
+    __atomic_store_n(&heap->purge_shift, 0, __ATOMIC_RELAXED);   /* (read by the background purge) */
     heap->held_peak = 0;
     for (uint32_t q = 1; q <= QUEUE_FULL; q++)
         for (page_t *p = heap->queues[q].first; p; p = p->next) page_set_delay(p, DELAY_NEVER, force);

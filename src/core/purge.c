@@ -47,7 +47,7 @@ void heap_note_refault(heap_t *heap, uint64_t purged_at) {
      * tick is one event; a phase of them climbs fast. */
     long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
     if (heap->purge_shift < PURGE_SHIFT_MAX && d > 0 && now >= heap->purge_shift_at + (uint64_t)d) {
-        heap->purge_shift++;
+        __atomic_store_n(&heap->purge_shift, heap->purge_shift + 1, __ATOMIC_RELAXED);   /* (read by the background purge) */
         heap->purge_shift_at = now;
     }
 }
@@ -310,7 +310,7 @@ static void heap_purge_relax(heap_t *heap, uint64_t now) {
     long d = heap_purge_delay(heap);
     uint64_t quiet = (uint64_t)d * PURGE_QUIET;
     if (heap->purge_shift > 0 && d > 0 && now >= heap->refault_at + quiet && now >= heap->purge_shift_at + quiet) {
-        heap->purge_shift--;
+        __atomic_store_n(&heap->purge_shift, heap->purge_shift - 1, __ATOMIC_RELAXED);
         heap->purge_shift_at = now;
     }
 }
