@@ -109,7 +109,7 @@ typedef enum strata_option_e {
     /* -- Memory -- */
     STRATA_OPTION_MEMORY_LIMIT = 17,         /* bytes, 0 to 1048576g or auto (default auto): memory the process may use (RSS), e.g. 512m: past it, once the caches gave back what they hold, malloc fails with ENOMEM; auto: caches yield to the cgroup's limit (docs/limits.md) */
     STRATA_OPTION_PURGE_DELAY_MS = 3,        /* -1 to 3600000 (default 10): ms free memory stays committed before it is given back (MADV_DONTNEED); 0: at once, -1: never (both apply to the large tier too) */
-    STRATA_OPTION_BACKGROUND_PURGE = 29,     /* 0, 1 (default 0): 1: a background thread gives back, within the purge delay, what threads that sleep have freed (docs/limits.md); 0: only allocating threads purge */
+    STRATA_OPTION_BACKGROUND_PURGE = 29,     /* 0, 1 (default 1): 1: a background thread, started once a thread has emptied 4 MiB of pages, gives back within the purge delay what threads that sleep (an MPI rank waiting in a collective) have freed (docs/limits.md); 0: only the allocating threads purge */
     STRATA_OPTION_HUGEPAGES = 4,             /* never, auto, always (default auto): transparent huge pages, advised per mapping; auto: only the interior of malloc'd blocks of 8 MiB or more */
     STRATA_OPTION_NUMA = 5,                  /* off, local, interleave (default local): NUMA placement; local: segments bound to the allocating thread's node */
     /* -- Large tier -- */

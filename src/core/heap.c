@@ -47,7 +47,7 @@ static pthread_key_t exit_key;
 static bool exit_key_ready;
 
 static void heap_thread_exit(void *value);
-static _Atomic(uint32_t) threshold_gen;   /* see heap_option_changed */
+_Atomic(uint32_t) threshold_gen;   /* see heap_option_changed */
 
 void heap_init_process(void) {
     foreign_init_process();
@@ -111,6 +111,7 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
         !strata_check_mode &&
         (long)class_size[cls] < opt(STRATA_OPTION_LARGE_THRESHOLD))
         page = &heap->foreign->page[cls];
+    page_take_back(page);   /* (a kept page the background purge may have had: purge.c) */
     heap->class_page[cls] = page;
     if (class_size[cls] > DIRECT_MAX) return;
     size_t lo = cls == 1 ? 0 : class_size[cls - 1] / 8 + 1;
@@ -147,9 +148,6 @@ static uint64_t heap_segment_count(heap_t *heap) {
     heap_unlock(heap);
     return n;
 }
-
-/* heap_t's run_delay_base when the kernel does not report it (heap_run_sample). */
-#define RUN_DELAY_UNKNOWN UINT64_MAX
 
 /* Takes orphan h itself if it is still in the pool (registry_lock held). */
 static heap_t *orphan_take_this(heap_t *h) {
@@ -243,7 +241,7 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
 /* The large threshold decides which classes the fast path may serve
  * (heap_direct_update).  A change refreshes the calling thread's heap now
  * and every other heap at its next housekeeping. */
-static void heap_direct_refresh(heap_t *heap) {
+void heap_direct_refresh(heap_t *heap) {
     heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
     for (uint32_t c = 1; c <= CLASS_COUNT; c++) heap_direct_update(heap, c);
 }
@@ -252,270 +250,6 @@ void heap_option_changed(int o) {
     if (o != STRATA_OPTION_LARGE_THRESHOLD) return;
     atomic_fetch_add_explicit(&threshold_gen, 1, memory_order_relaxed);
     if (tls_heap != &heap_empty) heap_direct_refresh(tls_heap);
-}
-
-/* Purge back-off.  A page purged and then wanted again before long was
- * given back for nothing: the program faults it in again (and paid the
- * madvise).  The time between the purge and the refault says how long this
- * heap's memory lies idle between uses; the delay grows (by doublings, up
- * to PURGE_SHIFT_MAX) until it is at least twice that idle spell, so the
- * next cycle finds its pages still there.  A spell of PURGE_QUIET delays
- * without a refault halves it again; so a program that really stopped
- * using its memory still gets it purged after at most the longest delay. */
-#define PURGE_QUIET 4
-
-long heap_purge_delay(const heap_t *heap) {
-    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
-    return d > 0 ? d << heap->purge_shift : d;
-}
-
-void heap_note_refault(heap_t *heap, uint64_t purged_at) {
-    uint64_t now = heap_clock(heap);
-    (void)purged_at;
-    heap->refault_at = now;
-    /* One doubling per (unshifted) delay at most: a burst of refaults in one
-     * tick is one event; a phase of them climbs fast. */
-    long d = opt(STRATA_OPTION_PURGE_DELAY_MS);
-    if (heap->purge_shift < PURGE_SHIFT_MAX && d > 0 && now >= heap->purge_shift_at + (uint64_t)d) {
-        heap->purge_shift++;
-        heap->purge_shift_at = now;
-    }
-}
-
-/* The purge clock (heap_clock) is wall time less the thread's run delay
- * since the heap first read it.  The run delay is read every RUN_SAMPLE_MS
- * of wall time while the heap is busy, and before any purge (between two
- * reads wall - wait_ms is the clock at most: the wait only grows), so a
- * page is stamped with a clock at most that stale.  Where the kernel does
- * not report it, and under a memory limit (memory held for a thread that
- * waits for a CPU counts against the limit all the same), wall time. */
-#define RUN_SAMPLE_MS 4
-static void heap_run_sample(heap_t *heap, uint64_t wall) {
-    heap->sampled_at = wall;
-    if (heap->run_delay_base == RUN_DELAY_UNKNOWN || os_memory_limit() != SIZE_MAX) return;
-    uint64_t rd = os_thread_run_delay_ns();
-    if (rd == UINT64_MAX) {
-        heap->run_delay_base = RUN_DELAY_UNKNOWN;
-    } else if (heap->run_delay_base == 0) {   /* (0: not read) */
-        /* The wait counted so far continues from this thread's reading:
-         * wait_ms is not 0 for a heap adopted from an exited thread
-         * (heap_get_or_init_from), and the new thread's run delay starts from its
-         * own 0.  (Modular: the base may lie "below" zero.) */
-        uint64_t b = rd + 1 - heap->wait_ms * 1000000u;
-        heap->run_delay_base = b == 0 || b == RUN_DELAY_UNKNOWN ? b - 1 : b;
-    } else {
-        uint64_t d = rd + 1 - heap->run_delay_base;
-        uint64_t w = d / 1000000u;
-        if (d < (UINT64_C(1) << 63) && w > heap->wait_ms && w <= wall) heap->wait_ms = w;
-    }
-}
-
-/* Pages held by the heap (in its queues, used or kept empty) and their
- * recent peak: what the heap needed lately. */
-void heap_page_held(heap_t *heap, int delta) {
-    if (delta < 0 && heap->held_pages == 0) return;
-    heap->held_pages += (uint32_t)delta;
-    if (delta > 0) heap->demand_at = heap_clock(heap);
-    if (heap->held_pages > heap->held_peak) heap->held_peak = heap->held_pages;
-}
-
-static void heap_purge_relax(heap_t *heap, uint64_t now) {
-    long d = heap_purge_delay(heap);
-    uint64_t quiet = (uint64_t)d * PURGE_QUIET;
-    if (heap->purge_shift > 0 && d > 0 && now >= heap->refault_at + quiet && now >= heap->purge_shift_at + quiet) {
-        heap->purge_shift--;
-        heap->purge_shift_at = now;
-    }
-}
-
-/* One purge pass.  Free resident pages (kept empty ones and unused ones
- * not yet purged) are given back only beyond what the heap's recent peak
- * says it will need again, as long as it keeps taking or emptying pages:
- * memory freed in a phase the program repeats (free a structure, build it
- * again) stays while the program repeats it.  Once the heap has taken and
- * emptied no page for its purge delay (by heap_clock: time its thread
- * waited for a CPU does not count, time it slept does), what is kept back
- * for it decays over one more delay (then the peak falls to what is in
- * use), and what is idle for its delay goes within that, in runs.  The delay itself grows when purged
- * pages are wanted again soon (heap_note_refault), so a repeated phase
- * longer than the delay stops being purged after it was once. */
-static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
-    heap_lock(heap);   /* held_pages: a takeover changes it (takeover.c) */
-    long d = heap_purge_delay(heap);
-    uint32_t kept = heap_count_kept(heap);
-    uint32_t dirty = segment_count_dirty(heap);
-    uint32_t in_use = heap->held_pages > kept ? heap->held_pages - kept : 0;
-    uint32_t allow = heap->held_peak > in_use ? heap->held_peak - in_use : 0;
-    bool decaying = false;
-    size_t limit = os_memory_limit();
-    bool under_limit = limit && limit != SIZE_MAX;
-    if (d >= 0 && now >= heap->demand_at + (uint64_t)d) {
-        /* Idle for the delay: what is kept back for the next phase decays
-         * to nothing over one more delay along a smootherstep (jemalloc's
-         * decay curve): a pause just past the delay gives back a little of
-         * it, a longer one all, and demand that comes back meanwhile finds
-         * most of it still there.  Under a memory limit it all goes at once
-         * (what is kept back there is headroom the program may need). */
-        uint64_t idle = now - heap->demand_at - (uint64_t)d;
-        if (d == 0 || idle >= (uint64_t)d || under_limit) {
-            heap->held_peak = in_use;
-            allow = 0;
-        } else {
-            double x = (double)idle / (double)d;
-            double gone = x * x * x * (x * (x * 6 - 15) + 10);
-            allow = (uint32_t)((double)allow * (1 - gone));
-            decaying = true;
-        }
-    }
-    /* Under a memory limit what is kept back for the next phase must fit:
-     * at most a quarter of the headroom (counted in medium pages, the
-     * larger kind), so the limit's OOM killer never meets memory held
-     * for reuse. */
-    if (under_limit) {
-        size_t room = os_memory_headroom() / 4 / ((size_t)1 << MEDIUM_PAGE_SHIFT);
-        if (allow > room) allow = (uint32_t)room;
-    }
-    uint32_t budget = kept + dirty > allow ? kept + dirty - allow : 0;
-    /* Kept pages past their delay go back to their segments first (within
-     * the budget), then the budget's worth of due pages is purged: they
-     * included. */
-    heap->purge_budget = budget;
-    uint64_t a = heap_retire_expired(heap, now);
-    heap->purge_budget = budget;
-    uint64_t b = segment_purge_idle(heap, now, false, NULL);
-    uint64_t next = (a && b) ? (a < b ? a : b) : (a | b);
-    /* Kept back by the budget: look again when the demand may have ended,
-     * and while it decays, eight times along the curve. */
-    if (allow > 0 && kept + dirty > 0 && d >= 0) {
-        uint64_t t = decaying ? now + (uint64_t)d / 8 + 1 : heap->demand_at + (uint64_t)d + 1;
-        if (t <= now) t = now + 1;
-        if (next == 0 || next > t) next = t;
-    }
-    heap_unlock(heap);
-    return next;
-}
-
-/* Under a memory limit, whether the free pages this heap keeps (kept back
- * and not yet purged, counted as medium pages: the larger kind) exceed
- * their share of the headroom (os_cache_share).  The headroom counts what
- * the other tier has just taken (os_memory_note_fresh), so this notices at
- * once that a program which moved on to large blocks needs the room its
- * free small pages hold.  (Kept small: a lifecycle question.) */
-static bool heap_over_room(heap_t *heap) {
-    if (os_memory_limit() == SIZE_MAX) return false;
-    size_t held = (size_t)(heap_count_kept(heap) + segment_count_dirty(heap)) << MEDIUM_PAGE_SHIFT;
-    return held && held > os_cache_share(os_memory_headroom());
-}
-
-/* Waiting for the pages' delay let 1 MiB blocks fault 50 MiB in a 256 MiB
- * cgroup beside 200 MiB of free 64 KiB pages (limits_cgroup_waves_256m,
- * OOM-killed 2 runs in 10): under a limit they all go as soon as they
- * exceed their share. */
-static void heap_purge_for_room(heap_t *heap, uint64_t now) {
-    heap_release_kept_all(heap);
-    heap_lock(heap);
-    heap->held_peak = heap->held_pages;
-    heap_unlock(heap);
-    heap->purge_due = segment_purge_idle(heap, now, true, NULL);
-}
-
-/* Checked whenever a MiB more was announced fresh (by either tier, any
- * thread) since this thread last looked (a clock tick is 4 ms, long enough
- * to fault 13 MiB), on a tick when anything was, and every 8th tick (the
- * cgroup's other processes, pages faulted in that no tier announced): the
- * count walks the heap's pages, 0.2 % of a small-block program's
- * instructions (bench-cubes in a 2 GiB cgroup) when done at every tick. */
-#define ROOM_CHECK_BYTES ((uint64_t)1 << 20)
-static __thread uint64_t room_fresh_seen;
-static __thread unsigned room_ticks;
-static void heap_room_check(heap_t *heap, uint64_t now, bool tick) {
-    uint64_t f = os_memory_fresh_total();
-    bool moved = f != room_fresh_seen;
-    if (!tick && f - room_fresh_seen < ROOM_CHECK_BYTES) return;
-    if (tick && !moved && (++room_ticks & 7) != 0) return;
-    room_fresh_seen = f;
-    if (heap->purge_due && heap_over_room(heap)) heap_purge_for_room(heap, now);
-    if (moved) large_trim();   /* the large tier's share, likewise */
-}
-
-/* The process-wide housekeeping: every 10 ms from whichever thread does
- * its own, and on each pass of the background purge (purge_thread.c,
- * through heap_process_tick).  Inline: heap_maintain's copy stays in the
- * hot text (cmake/hot-text.list). */
-static inline __attribute__((always_inline)) void process_tick(uint64_t wall) {
-    heap_orphans_release(false);   /* first: what it abandons is purged below */
-    heap_collect_others(false);    /* heaps whose threads sleep */
-    segment_cache_release(false);
-    large_collect(wall);
-}
-
-/* Slow-path housekeeping, at most once per clock tick (a few ms) per heap:
- * purge what has been idle for the delay, give back expired empty pages and
- * segments, and fold the statistics.  Called from malloc's generic path and
- * when free retires a page, so a thread that only frees purges too. */
-void heap_maintain(heap_t *heap) {
-    uint64_t wall = os_now_ms();
-    if (wall == heap->maintained_at) {
-        heap_room_check(heap, heap->clock, false);
-        purge_thread_poke(heap);   /* (a program may free everything within one tick and sleep) */
-        return;
-    }
-    /* (atomic: heap_collect_others reads it to tell an idle heap, by wall time) */
-    __atomic_store_n(&heap->maintained_at, wall, __ATOMIC_RELAXED);
-    memset(heap->traded, 0, sizeof heap->traded);   /* (a trade is told by its pace) */
-    uint64_t now = wall - heap->wait_ms;
-    if (wall >= heap->sampled_at + RUN_SAMPLE_MS || (heap->purge_due && now >= heap->purge_due)) {
-        heap_run_sample(heap, wall);
-        now = wall - heap->wait_ms;
-    }
-    /* (The wall clock is coarse, and a page may have been stamped before
-     * the last read of the wait: the clock never goes back.) */
-    if (now < heap->clock) now = heap->clock;
-    heap->clock = now;
-    if (heap->threshold_gen != atomic_load_explicit(&threshold_gen, memory_order_relaxed)) heap_direct_refresh(heap);
-    heap_purge_relax(heap, now);
-    if (heap->purge_due && now >= heap->purge_due) heap->purge_due = heap_purge_pass(heap, now);
-    else heap_room_check(heap, now, true);
-    static _Atomic(uint64_t) next_global;
-    uint64_t due = atomic_load_explicit(&next_global, memory_order_relaxed);
-    if (wall >= due && atomic_compare_exchange_strong(&next_global, &due, wall + 10)) process_tick(wall);
-    /* Started here (a program that frees its working set in under a tick
-     * and then sleeps must not wait for a tick that never comes), or woken
-     * from a long sleep: the program is busy. */
-    purge_thread_poke(heap);
-    heap_fold_stats(heap);   /* keeps the statistics a few ms fresh for other threads */
-}
-
-void heap_process_tick(uint64_t wall) { process_tick(wall); }
-
-/* The background purge's pass over thread heaps.  A heap whose owner has
- * done no housekeeping for the purge delay and is blocked in the kernel
- * now gets its segments' unused pages purged (segment_purge_sleeper): its
- * owner would have purged them on its own clock had it run.  Not a thread
- * kept off the CPU: its clock stops while it waits (heap_clock), and its
- * pages are for when it runs again.  What its class queues keep (one
- * empty page per class: page_retire_slow) stays.  Only tries each heap's
- * lock, as a collector. */
-#define SLEEPERS_PER_PASS 16
-void heap_purge_sleepers(void) {
-    /* Locked as collectors under the registry lock (so they stay
-     * registered and alive: heap_abandon takes the heap lock first), purged
-     * after it is let go: a purge of hundreds of MiB takes milliseconds,
-     * which threads starting or exiting would wait.  Up to
-     * SLEEPERS_PER_PASS a pass; the rest at the next. */
-    heap_t *locked[SLEEPERS_PER_PASS];
-    int n = 0;
-    pthread_mutex_lock(&registry_lock);
-    for (heap_t *h = registry; h && n < SLEEPERS_PER_PASS; h = h->next_heap) {
-        if (h == tls_heap || atomic_load_explicit(&h->tid, memory_order_relaxed) == 0 || !heap_owner_idle(h)) continue;
-        if (heap_owner_asleep(h) != OWNER_ASLEEP || !heap_trylock_remote(h)) continue;
-        locked[n++] = h;
-    }
-    pthread_mutex_unlock(&registry_lock);
-    for (int i = 0; i < n; i++) {
-        segment_purge_sleeper(locked[i]);
-        heap_unlock_remote(locked[i]);
-    }
 }
 
 /* Hands b (of page) to heap through its delayed list: the heap learns its
@@ -602,61 +336,6 @@ void heap_collect_others(bool all) {
     pthread_mutex_unlock(&registry_lock);
 }
 
-/* Takeover (takeover.c): the calling thread's heap, about to take a fresh
- * page (its lock held), takes over the segments of a heap whose thread
- * sleeps with REMOTE_COLLECT_AFTER hand-overs or more it has not collected.
- * The hint is used up by a look that took from a sleeper (one look per
- * that many hand-overs), kept while a candidate is awake, was asked too
- * recently whether it sleeps, or is locked, and while the sleeper has
- * segments for other threads to take: the hand-overs come in a burst when
- * a thread starts freeing another's blocks (one per full page), and a hint
- * used up while their owner was on its way to pthread_join, or waiting for
- * a CPU, was the last (larson-1 kept its 40.9 MiB peak in 1 run of 3).  A
- * candidate stops being one when its owner collects.  The
- * sleeper is locked (as a collector) under the registry lock, so it stays
- * registered and alive; the work is done after that lock is let go. */
-bool heap_take_from_sleepers(heap_t *heap) {
-    /* (Not for strata_malloc_onnode's heaps, tid 0: their segments are
-     * bound to their node whatever the policy.) */
-    if (atomic_load_explicit(&heap->tid, memory_order_relaxed) == 0) return false;
-    /* One look per TAKEOVER_LOOK_US in the process at most, however many
-     * threads take fresh pages while the hint is up: each look locks a
-     * sleeper for a moment, and the collections for it (remote.c) only try
-     * that lock (eight Larson workers looking at every page they took kept
-     * their main thread's pages from being collected: +2 MiB peak). */
-    static _Atomic(uint64_t) looked_at;
-    uint64_t now = os_now_ns() / 1000u, last = atomic_load_explicit(&looked_at, memory_order_relaxed);
-    if (now - last < TAKEOVER_LOOK_US ||
-        !atomic_compare_exchange_strong_explicit(&looked_at, &last, now, memory_order_relaxed, memory_order_relaxed))
-        return false;
-    heap_t *from = NULL;
-    bool undecided = false;
-    pthread_mutex_lock(&registry_lock);
-    for (heap_t *h = registry; h && !from; h = h->next_heap) {
-        if (h == heap || atomic_load_explicit(&h->delayed_pushes, memory_order_relaxed) < REMOTE_COLLECT_AFTER)
-            continue;
-        /* (Idle by the purge delay too, but not a heap whose new thread
-         * has done no housekeeping yet: an orphan just taken, whose
-         * maintained_at is 0.) */
-        bool idle = heap_owner_idle(h) && __atomic_load_n(&h->maintained_at, __ATOMIC_RELAXED) != 0;
-        int asleep = idle ? OWNER_ASLEEP : heap_owner_asleep(h);
-        if (asleep != OWNER_ASLEEP) {
-            undecided = true;   /* (asked again after TAKEOVER_LOOK_US: it may be on its way to sleep) */
-            continue;
-        }
-        if (heap_trylock_remote(h)) from = h;
-        else undecided = true;
-    }
-    pthread_mutex_unlock(&registry_lock);
-    bool others = false;
-    uint32_t n = from ? heap_take_segments(from, heap, &others) : 0;
-    if (from) heap_unlock_remote(from);
-    /* (Kept while segments of a sleeper wait for the threads freeing into
-     * them: each takes its own at its next fresh page.) */
-    if (!undecided && !others) atomic_store_explicit(&takeover_hint, 0, memory_order_relaxed);
-    return n > 0;
-}
-
 /* The heap's thread is gone (or, after fork, never existed in this process):
  * stop remote frees from reaching it, give back what is empty, and leave the
  * rest on the abandoned list for other threads to adopt.  The struct stays
@@ -666,7 +345,7 @@ static void heap_abandon_memory(heap_t *heap, bool force) {
     /* The back-off and the budget described this thread's pattern; its
      * free pages are due after the plain delay now (nobody here will want
      * them back; an adopter reuses them before they are due). */
-    heap->purge_shift = 0;
+    __atomic_store_n(&heap->purge_shift, 0, __ATOMIC_RELAXED);   /* (read by the background purge) */
     heap->held_peak = 0;
     for (uint32_t q = 1; q <= QUEUE_FULL; q++)
         for (page_t *p = heap->queues[q].first; p; p = p->next) page_set_delay(p, DELAY_NEVER, force);
@@ -824,6 +503,17 @@ void heap_visit_all(heap_visit_fn *fn, void *arg) {
     pthread_mutex_unlock(&registry_lock);
 }
 
+/* Offers the live heaps to fn, under the registry lock, until fn returns
+ * false.  A heap fn locks as a collector (heap_trylock_remote) stays
+ * registered and alive after the walk: heap_abandon takes the heap lock
+ * before it unregisters. */
+void heap_pick_all(heap_pick_fn *fn, void *arg) {
+    pthread_mutex_lock(&registry_lock);
+    for (heap_t *h = registry; h && fn(h, arg); h = h->next_heap) {
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
 /* The forking thread's own heap is locked too, so the child never sees a
  * collector's pass half done on it. */
 void heap_fork_prepare(void) {
@@ -849,6 +539,7 @@ void heap_fork_child(void) {
     orphans = NULL;   /* (dropped with the other threads' heaps) */
     atomic_store_explicit(&orphan_count, 0, memory_order_relaxed);
     if (self != &heap_empty) {
+        self->emptied_bytes = 0;   /* (what the child frees decides whether it needs a background purge) */
         self->next_heap = self->prev_heap = NULL;
         registry = self;
         atomic_store_explicit(&self->tid, os_thread_id(), memory_order_relaxed);

@@ -115,6 +115,16 @@ enum {
     PAGE_SAMPLED = 16,  /* holds a block the heap profiler sampled (prof_sample.c) */
 };
 
+/* page->open: a kept empty page's hand-over to the background purge.  The
+ * owner opens a page no fast path reaches (NONE -> OPEN) and takes it back
+ * before any block of it goes out, before the fast path may reach it and
+ * before it leaves for its segment (page_take_back: OPEN -> NONE, or
+ * PURGED -> BARE: nothing carved, its memory not counted committed, until
+ * page_found carves it again or it goes back to its segment); the
+ * background purge claims an open page (OPEN -> TAKEN), gives its memory
+ * back and marks it PURGED.  The owner waits out TAKEN (one madvise). */
+enum { PAGE_OPEN_NONE = 0, PAGE_OPEN = 1, PAGE_OPEN_TAKEN = 2, PAGE_OPEN_PURGED = 3, PAGE_OPEN_BARE = 4 };
+
 struct heap_s;
 
 typedef struct page_s {
@@ -154,6 +164,10 @@ typedef struct page_s {
     uint64_t purge_at;        /* unused page: when to purge it; kept empty page: when to
                                  give it back (page_retire); 0 = nothing due */
     uint32_t kept_allocs;     /* kept empty page: allocs when purge_at was stamped (page_is_kept) */
+    /* A kept empty page off the fast path may be given back to the OS by
+     * the background purge while its owner sleeps (PAGE_OPEN_*, purge.c):
+     * the one field of an owned page another thread writes, by CAS. */
+    _Atomic(uint8_t) open;
     /* Heap profiler (prof_sample.c).  Owner only: the allocs count at
      * which the next sampled block is handed out, the class it was drawn
      * for.  Any thread: the sampled blocks live (their segment offsets in
@@ -356,6 +370,7 @@ typedef struct heap_s {
     uint64_t purge_due;                     /* ms: next time free pages may need purging */
     uint64_t maintained_at;                 /* ms: last slow-path housekeeping */
     uint32_t retires;                       /* pages retired (paces housekeeping) */
+    uint64_t emptied_bytes;                 /* carved bytes of the pages retired (purge_thread_poke) */
     uint32_t refills;                       /* quick free-list refills (alloc.c; paces housekeeping) */
     /* Classes whose kept page another class took since the last clock tick
      * (heap_release_retained). */
@@ -383,6 +398,7 @@ typedef struct heap_s {
     uint64_t clock;
     uint64_t wait_ms;
     uint64_t run_delay_base;
+#define RUN_DELAY_UNKNOWN UINT64_MAX        /* run_delay_base when the kernel does not report it */
     uint64_t sampled_at;                    /* wall ms: run delay last read */
     /* Orphan pool (heap.c): a heap whose thread exited waits, whole, for
      * the next new thread of its node. */
@@ -398,6 +414,10 @@ typedef struct heap_s {
     _Atomic(uint32_t) lock;
     uint32_t lock_depth;                    /* the owner side's nesting */
     _Atomic(uint32_t) pages_reset;          /* a collector emptied full pages: the owner gives them back */
+    /* The heap has free pages waiting to be purged (set by the owner, cleared
+     * by the background purge when it takes them): the background purge
+     * asks whether the owner sleeps only for such a heap. */
+    _Atomic(uint32_t) purge_hint;
     /* Takeover (takeover.c): the kernel id of the heap's thread (0: none,
      * or a node heap), and when another thread last asked whether it sleeps. */
     _Atomic(int) tid;
@@ -456,6 +476,7 @@ extern STRATA_TLS heap_t *tls_heap;
 #define PURGE_SHIFT_MAX 7   /* the delay grows to at most 128 times the option's */
 long heap_purge_delay(const heap_t *heap);
 void heap_note_refault(heap_t *heap, uint64_t purged_at);
+void heap_note_purged_wanted(heap_t *heap, uint64_t purge_at);
 
 /* ---- Process state -------------------------------------------------------- */
 /* Written once by process init before it publishes strata_ready (release);
@@ -484,8 +505,15 @@ void heap_fork_parent(void);
 void heap_fork_child(void);
 typedef void heap_visit_fn(const heap_t *heap, void *arg);
 void heap_visit_all(heap_visit_fn *fn, void *arg);
+typedef bool heap_pick_fn(heap_t *heap, void *arg);
+void heap_pick_all(heap_pick_fn *fn, void *arg);
+/* The large threshold's changes (heap_option_changed): a heap that saw
+ * fewer refreshes its fast-path slots at its next housekeeping. */
+extern _Atomic(uint32_t) threshold_gen;
+void heap_direct_refresh(heap_t *heap);
 void heap_maintain(heap_t *heap);
 void heap_process_tick(uint64_t wall);
+uint64_t heap_busy_at(void);   /* wall ms: the threads' housekeeping last ran the process tick */
 void heap_purge_sleepers(void);
 /* onnode.c: while the library makes a thread of its own, the calling
  * thread allocates from a heap that holds no block of the program's
@@ -534,8 +562,36 @@ size_t heap_foreign_check(const heap_t *heap);   /* strata_heap_check (foreign.c
 bool heap_owner_idle(const heap_t *heap);
 
 /* page.c */
-void page_queue_push_front(page_queue_t *q, page_t *page);
-void page_queue_remove(page_queue_t *q, page_t *page);
+/* Page queues (owner only): inline, for page.c's page search and
+ * purge.c's kept pages alike. */
+static inline void page_queue_push_front(page_queue_t *q, page_t *page) {
+    page->prev = NULL;
+    page->next = q->first;
+    if (q->first) q->first->prev = page;
+    else q->last = page;
+    q->first = page;
+}
+static inline void page_queue_push_back(page_queue_t *q, page_t *page) {
+    page->next = NULL;
+    page->prev = q->last;
+    if (q->last) q->last->next = page;
+    else q->first = page;
+    q->last = page;
+}
+static inline void page_queue_remove(page_queue_t *q, page_t *page) {
+    if (page->prev) page->prev->next = page->next;
+    else q->first = page->next;
+    if (page->next) page->next->prev = page->prev;
+    else q->last = page->prev;
+    page->next = page->prev = NULL;
+}
+bool page_take_back_slow(page_t *page);
+/* Before a kept page's blocks are handed out or read, before the fast path
+ * may reach it and before it leaves its queue (owner side of page->open). */
+static inline void page_take_back(page_t *page) {
+    if (unlikely(atomic_load_explicit(&page->open, memory_order_acquire) != PAGE_OPEN_NONE))
+        page_take_back_slow(page);
+}
 void page_init(page_t *page, heap_t *heap, uint32_t cls);
 void page_fold_stats(heap_t *heap, page_t *page);
 void page_stats_release(heap_t *heap, page_t *page);

@@ -40,7 +40,8 @@ static int node_heap_index(const heap_t *heap) {
 }
 
 int numa_heap_node(const heap_t *heap) {
-    int n = node_heap_index(heap);
+    /* (A thread's heap, with its thread's id, is no node heap: not looked up.) */
+    int n = atomic_load_explicit((_Atomic(int) *)&heap->tid, memory_order_relaxed) != 0 ? -1 : node_heap_index(heap);
     if (n >= 0) return n;
     if (os_numa_node_count() <= 1 || opt(STRATA_OPTION_NUMA) != STRATA_NUMA_LOCAL) return -1;
     return os_numa_current_node();

@@ -36,29 +36,6 @@ static void page_set_span(page_t *page) {
     __atomic_store_n(&page->start_limit, (uint64_t)page->capacity * (page->div_c * page->block_size), __ATOMIC_RELAXED);
 }
 
-void page_queue_push_front(page_queue_t *q, page_t *page) {
-    page->prev = NULL;
-    page->next = q->first;
-    if (q->first) q->first->prev = page;
-    else q->last = page;
-    q->first = page;
-}
-
-static void page_queue_push_back(page_queue_t *q, page_t *page) {
-    page->next = NULL;
-    page->prev = q->last;
-    if (q->last) q->last->next = page;
-    else q->first = page;
-    q->last = page;
-}
-
-void page_queue_remove(page_queue_t *q, page_t *page) {
-    if (page->prev) page->prev->next = page->next;
-    else q->first = page->next;
-    if (page->next) page->next->prev = page->prev;
-    else q->last = page->prev;
-    page->next = page->prev = NULL;
-}
 
 
 /* Moves the page's counts into its heap's class totals (owner only, slow
@@ -131,6 +108,7 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     page->lost = 0;
     page->free = page->local_free = NULL;
     page->purge_at = 0;
+    atomic_store_explicit(&page->open, PAGE_OPEN_NONE, memory_order_relaxed);   /* (BARE when given back so) */
     atomic_store_explicit(&page->thread_free, (uintptr_t)DELAY_NORMAL, memory_order_relaxed);
     atomic_store_explicit(&page->heap, heap, memory_order_release);
     page_flags_store(page, strata_check_mode ? PAGE_CHECK : 0);
@@ -332,6 +310,50 @@ void page_collect_full(heap_t *heap, page_t *page) {
     }
 }
 
+/* The owner's side of page->open: the page is its own again.  If the
+ * background purge gave its memory back, its blocks are gone (the memory
+ * reads as zero): it is left empty, with nothing carved, as
+ * page_collect_full leaves a page it purged (capacity 0 tells
+ * segment_page_free), and BARE until it is carved again (page_found
+ * counts its memory committed again then).  Returns whether its memory
+ * went back. */
+bool page_take_back_slow(page_t *page) {
+    uint8_t s = atomic_load_explicit(&page->open, memory_order_acquire);
+    for (;;) {
+        if (s == PAGE_OPEN_BARE) return true;
+        if (s == PAGE_OPEN_TAKEN) {   /* its madvise is under way */
+            sched_yield();
+            s = atomic_load_explicit(&page->open, memory_order_acquire);
+            continue;
+        }
+        uint8_t to = s == PAGE_OPEN_PURGED ? PAGE_OPEN_BARE : PAGE_OPEN_NONE;
+        if (atomic_compare_exchange_weak_explicit(&page->open, &s, to, memory_order_acq_rel, memory_order_acquire))
+            break;
+    }
+    if (s != PAGE_OPEN_PURGED) return false;
+    if (page->used != 0) {
+        /* A block freed into it after it emptied (free's fast path read its
+         * zeroed words as a block in use): a double free. */
+        strata_report("free()", "double free", page->local_free, "into a page given back while empty");
+        page->used = 0;
+    }
+    page->free = page->local_free = NULL;
+    page->capacity = 0;
+    page_set_span(page);
+    return true;
+}
+
+/* A kept page back in service (page_found) whose memory the background
+ * purge gave back: committed again as it is carved, and a purge undone
+ * this soon was wasted (heap_note_purged_wanted). */
+static void page_reuse_bare(heap_t *heap, page_t *page) {
+    if (!page_take_back_slow(page)) return;
+    uint8_t *area;
+    stat_add(&stats.committed, page_area_of(segment_of(page), page, &area));
+    heap_note_purged_wanted(heap, page->purge_at);
+    atomic_store_explicit(&page->open, PAGE_OPEN_NONE, memory_order_relaxed);
+}
+
 /* The owner's side of page_collect_full (heap lock held): full pages a
  * collector emptied go back to their segments. */
 void heap_return_reset_pages(heap_t *heap) {
@@ -392,6 +414,7 @@ void page_verify_lists(heap_t *heap, page_t *page, const char *call) {
     if (heap == &heap_empty) return;
     heap_lock(heap);   /* a full page may have a collector at it */
     if (atomic_load_explicit(&page->heap, memory_order_relaxed) == heap) {
+        page_take_back(page);
         if (!(page_flags(page) & PAGE_FULL)) page_collect(page);   /* the remote list too (checked as taken) */
         block_t *bad;
         list_count(page, page->free, page->capacity, &bad, NULL, false);
@@ -416,6 +439,8 @@ size_t page_check(const page_t *page, bool owner_view) {
         PAGE_PROBLEM("capacity %u, reserved %u, span %u disagree", page->capacity, page->reserved, page->span);
     if (page->used > page->capacity) PAGE_PROBLEM("%u blocks in use of %u", page->used, page->capacity);
     if (problems || !owner_view) return problems;
+    uint8_t open = atomic_load_explicit(&((page_t *)page)->open, memory_order_acquire);
+    if (open == PAGE_OPEN_TAKEN || open == PAGE_OPEN_PURGED) return 0;   /* its memory went back: no list to walk */
     block_t *bad;
     uint32_t nf = list_count(page, page->free, page->capacity, &bad, NULL, false);
     if (bad) PAGE_PROBLEM("free list broken at %p", (void *)bad);
@@ -497,88 +522,6 @@ void page_unfull(heap_t *heap, page_t *page) {
     if (was_empty) heap_direct_update(heap, page->class_idx);
 }
 
-/* Stamps a kept empty page with when to give it back: the heap's purge
- * delay from now (delay < 0: never purged, so kept until another class
- * wants it), and the blocks it had handed out by then, so page_is_kept can
- * tell whether it was used since. */
-static void page_keep_stamp(heap_t *heap, page_t *page, long delay) {
-    page->purge_at = delay < 0 ? UINT64_MAX : heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
-    page->kept_allocs = page->allocs;
-    if (heap->purge_due == 0 || page->purge_at < heap->purge_due) heap->purge_due = page->purge_at;
-}
-
-/* The page has no block in use.  It stays in its class queue (at the back,
- * so pages still holding blocks are filled first and this one can expire)
- * for the heap's purge delay: a loop that empties and refills pages of one
- * size then never gives a page back and sets it up again.  Kept pages cost
- * no more memory than given-back ones, which also stay resident for the
- * delay; and a heap that needs a page of another class takes a kept one
- * before touching fresh memory (heap_release_retained).  heap_retire_expired
- * gives them back once the delay is over.  With a zero delay only the
- * class's only page is kept (for one tick).
- *
- * With the background purge on (STRATA_BACKGROUND_PURGE=1), one kept page
- * per class (and the fast path's own): a page emptied while
- * its class keeps one already goes back to its segment, unused but still
- * resident, where the next page of any class of its kind reuses it before
- * fresh memory (segment_page_alloc) and is purged on the same clock.  The
- * class queues are touched by their owner only, without a lock; a
- * segment's unused pages only under the heap lock, so another thread may
- * purge them when the owner sleeps (the background purge, heap.c).  Pages
- * kept in the queues would stay resident as long as their owner sleeps:
- * 300 MiB of freed 64 KiB blocks for as long as an MPI rank waited.  Off
- * by default: the pages given back are set up again when their class
- * refills, which cost malloc-sizes 16 % more instructions (recycle and
- * Larson with one worker twice the time, side by side), so a program that
- * sleeps holding freed memory asks for the trade. */
-static bool class_keeps_one(const page_queue_t *q, const page_t *page) {
-    /* Kept pages go to the back, and so do pages that were full
-     * (page_unfull): the one kept is last, or next to this one there. */
-    const page_t *last = q->last == page ? page->prev : q->last;
-    return last && last->used == 0 && last->purge_at != 0;
-}
-
-static noinline void page_retire_slow(heap_t *heap, page_t *page) {
-    uint32_t cls = page->class_idx;
-    page_queue_t *q = &heap->queues[cls];
-    long delay = heap_purge_delay(heap);
-    heap->demand_at = heap_clock(heap);   /* busy emptying pages: not idle (heap_purge_pass) */
-    /* Kept for reuse only if it is where this thread runs now: a page of
-     * another node (the thread moved, or adopted it) goes back at once. */
-    if (!(page_flags(page) & PAGE_FULL) && (delay != 0 || (q->first == page && q->last == page)) &&
-        (page == heap->class_page[cls] || !opt(STRATA_OPTION_BACKGROUND_PURGE) || !class_keeps_one(q, page)) && !numa_misplaced(numa_heap_node(heap), page)) {
-        page_keep_stamp(heap, page, delay);
-        if (page != q->first && page != q->last) {
-            page_queue_remove(q, page);
-            page_queue_push_back(q, page);
-        }
-        if ((++heap->retires & 7) == 0) heap_maintain(heap);   /* a thread that only frees purges too */
-        return;
-    }
-    if (page_flags(page) & PAGE_FULL) q = &heap->queues[QUEUE_FULL];
-    page_queue_remove(q, page);
-    segment_page_free(heap, page);
-    heap_direct_update(heap, cls);
-    if ((++heap->retires & 7) == 0) heap_maintain(heap);
-}
-
-/* Called by free's fast path whenever a page empties.  The page the fast
- * path allocates from, emptied again after it was kept once (a program that
- * takes a block and drops it, over and over, empties it on every free):
- * nothing to do.  Its stamp is not taken again here but checked lazily by
- * page_is_kept at the next purge pass, which sees from page->allocs that
- * blocks were handed out since and stamps it anew; so the page is still
- * given back only once it stayed unused for the whole delay, and a
- * malloc/free pair costs no clock, delay or queue bookkeeping (those were
- * half its instructions). */
-void page_retire(heap_t *heap, page_t *page) {
-    strata_assert(page->used == 0 && page_check(page, true) == 0);
-    if (likely(page->purge_at != 0 && heap->class_page[page->class_idx] == page) &&
-        likely(!(page_flags(page) & PAGE_FULL)))
-        return;
-    page_retire_slow(heap, page);
-}
-
 /* A page with a free block found for malloc: first in its queue. */
 static page_t *page_found(heap_t *heap, page_queue_t *q, page_t *page) {
     if (page->used == 0 && page->purge_at != 0) {
@@ -591,9 +534,15 @@ static page_t *page_found(heap_t *heap, page_queue_t *q, page_t *page) {
          * (map-churn: 20 % less user time).  A list still in order
          * (freed in or against allocation order) is kept: carving
          * costs a pass of link writes. */
+        uint8_t open = PAGE_OPEN;   /* (opened when kept: taken back by one compare-and-swap) */
+        if (atomic_load_explicit(&page->open, memory_order_relaxed) != PAGE_OPEN_NONE &&
+            !atomic_compare_exchange_strong_explicit(&page->open, &open, PAGE_OPEN_NONE, memory_order_acq_rel,
+                                                     memory_order_acquire))
+            page_reuse_bare(heap, page);
         page->purge_at = 0;
         heap->demand_at = heap_clock(heap);
-        if (page_list_scattered(page)) page_recarve(page);
+        if (!page->free) page_extend(page);   /* (its memory went back: carved from nothing) */
+        else if (page_list_scattered(page)) page_recarve(page);
     }
     if (page != q->first) {
         page_queue_remove(q, page);
@@ -748,116 +697,4 @@ void page_free_local(heap_t *heap, page_t *page, block_t *b) {
 block_t *page_block_start(const page_t *page, const void *p) {
     size_t off = (size_t)((const uint8_t *)p - page->start);
     return (block_t *)(page->start + (off / page->block_size) * page->block_size);
-}
-
-/* An empty page kept by page_retire leaves its queue for its segment, due
- * for purging at once (it has been idle for its delay) or at its own time. */
-static void page_release_kept(heap_t *heap, page_t *page, uint64_t purge_at) {
-    uint32_t c = page->class_idx;
-    page_queue_remove(&heap->queues[c], page);
-    /* The page is read after it is given back only if its segment keeps
-     * other pages: the last one may take the segment with it (a zero
-     * delay, also one set by another thread meanwhile). */
-    bool seg_stays = segment_of(page)->used_pages > 1;
-    segment_page_free(heap, page);
-    if (seg_stays && heap_purge_delay(heap) > 0 && page->purge_at != 0) {
-        page->purge_at = purge_at;
-        if (heap->purge_due == 0 || purge_at < heap->purge_due) heap->purge_due = purge_at;
-    }
-    heap_direct_update(heap, c);
-}
-
-/* The page is a kept empty page (page_retire).  One the fast path emptied
- * again after its stamp (blocks handed out since: page->allocs moved) was
- * in use meanwhile: its delay starts again now, and the heap had demand. */
-static bool page_is_kept(heap_t *heap, page_t *page) {
-    if (page->purge_at == 0) return false;
-    if (page->used != 0) {   /* in use again */
-        page->purge_at = 0;
-        return false;
-    }
-    if (page->allocs != page->kept_allocs) {
-        page_keep_stamp(heap, page, heap_purge_delay(heap));
-        heap->demand_at = heap_clock(heap);
-    }
-    return true;
-}
-
-/* Gives back the empty pages page_retire kept, once their delay is over
- * and as far as the pass's purge budget goes (heap_purge_pass), due for
- * purging in the same pass.  Returns the next deadline among those still
- * kept (0: none). */
-uint64_t heap_retire_expired(heap_t *heap, uint64_t now) {
-    uint64_t next = 0;
-    for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
-        for (page_t *page = heap->queues[c].first, *pn; page; page = pn) {
-            pn = page->next;
-            if (!page_is_kept(heap, page)) continue;
-            if (page->purge_at <= now && heap->purge_budget > 0) {
-                heap->purge_budget--;
-                page_release_kept(heap, page, now);
-            } else if (page->purge_at > now && (next == 0 || page->purge_at < next)) {
-                next = page->purge_at;
-            }
-        }
-    }
-    return next;
-}
-
-/* Gives back every kept empty page now (memory or address space ran out);
- * true if any went. */
-bool heap_release_kept_all(heap_t *heap) {
-    bool any = false;
-    for (uint32_t c = 1; c <= CLASS_COUNT; c++)
-        for (page_t *page = heap->queues[c].first, *pn; page; page = pn) {
-            pn = page->next;
-            if (!page_is_kept(heap, page)) continue;
-            page_release_kept(heap, page, 1);
-            any = true;
-        }
-    return any;
-}
-
-/* Empty pages kept in the class queues. */
-uint32_t heap_count_kept(heap_t *heap) {
-    uint32_t n = 0;
-    for (uint32_t c = 1; c <= CLASS_COUNT; c++)
-        for (page_t *page = heap->queues[c].first; page; page = page->next) n += page_is_kept(heap, page);
-    return n;
-}
-
-/* The heap needs a page of class cls and has no unused one of its
- * segment kind that was written before: give back one kept empty page
- * (the one kept longest among the queues' ends) so its memory is reused
- * rather than a fresh page touched.  True if one went.  Not for a class
- * whose own kept page another class took within this clock tick: a
- * program cycling through more sizes than it keeps pages for would
- * otherwise pass pages from class to class, setting one up at every turn
- * (bignum: 233k page set-ups, 9 % of its instructions); that class takes
- * fresh memory once and keeps it.  A program that moved on to other sizes
- * still reuses the old ones' pages (malloc-sizes: twice the peak without
- * any taking). */
-bool heap_release_retained(heap_t *heap, uint32_t cls) {
-    uint64_t bit = (uint64_t)1 << (cls & 63);
-    if (heap->traded[cls >> 6] & bit) {
-        heap->traded[cls >> 6] &= ~bit;
-        return false;
-    }
-    bool small = class_kind(cls) == SEG_SMALL;
-    uint32_t lo = small ? 1 : class_of(SMALL_CLASS_MAX_SIZE) + 1;
-    uint32_t hi = small ? class_of(SMALL_CLASS_MAX_SIZE) : CLASS_COUNT;
-    page_t *best = NULL;
-    for (uint32_t c = lo; c <= hi; c++) {
-        page_queue_t *q = &heap->queues[c];
-        page_t *ends[2] = {q->last, q->first};
-        for (int e = 0; e < 2; e++) {
-            page_t *page = ends[e];
-            if (page && page_is_kept(heap, page) && (!best || page->purge_at < best->purge_at)) best = page;
-        }
-    }
-    if (!best) return false;
-    heap->traded[best->class_idx >> 6] |= (uint64_t)1 << (best->class_idx & 63);
-    long delay = heap_purge_delay(heap);
-    page_release_kept(heap, best, heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 0));
-    return true;
 }

@@ -484,6 +484,7 @@ static void segment_emptied(heap_t *heap, segment_t *seg) {
 
 /* (Segment work is done under the heap lock: see takeover.c.) */
 void segment_page_free(heap_t *heap, page_t *page) {
+    page_take_back(page);   /* (a kept page the background purge may have had: purge.c) */
     segment_t *seg = segment_of(page);
     heap_lock(heap);
     page_give_back(heap, seg, page);
