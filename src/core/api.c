@@ -169,7 +169,7 @@ size_t strata_release(void) {
     if (tls_heap != &heap_empty) heap_foreign_flush(tls_heap);   /* other heaps' blocks go home first */
     if (tls_heap != &heap_empty) heap_release(tls_heap, &bytes);
     numa_node_heaps_each(heap_release, &bytes);   /* strata_malloc_onnode's heaps */
-    heap_orphans_release(true);   /* exited threads' heaps: their free pages are purged below */
+    heap_orphans_abandon(true);   /* exited threads' heaps: their free pages are purged below */
     heap_collect_others(true);    /* sleeping threads' full pages whose blocks all came back */
     bytes += segment_cache_release(true);
     bytes += segment_abandoned_purge(true, UINT64_MAX);   /* exited threads' free pages */

@@ -329,7 +329,7 @@ static noinline void free_slow(void *p, page_t *page, const char *call) {
          * abandoned list, so its memory is reused or returned — even by a
          * thread that never allocated (it gets a heap for this). */
         if (heap == &heap_empty) heap = heap_get_or_init();
-        if (heap && segment_reclaim_for_free(heap, seg)) owner = heap;
+        if (heap && segment_adopt_for_free(heap, seg)) owner = heap;
         if (!heap) heap = &heap_empty;
     }
     if (owner == heap) page_free_local(heap, page, b);

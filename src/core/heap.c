@@ -38,7 +38,7 @@ static heap_t *spare_heaps;     /* free heap structs, linked by next_heap */
  * faults) for every thread.  Remote frees into an orphan's pages keep
  * going to its lists (the struct stays alive); its new thread collects
  * them.  An orphan no thread took within the purge delay is abandoned
- * (heap_orphans_release), so its free pages are purged and its segments
+ * (heap_orphans_abandon), so its free pages are purged and its segments
  * adopted as before. */
 static heap_t *orphans;
 static _Atomic(uint32_t) orphan_count;   /* read without the lock, to skip it */
@@ -133,7 +133,7 @@ static heap_t *orphan_unlink(heap_t **link) {
  * newest are the last to reach their delay, so a burst of exits followed
  * by a burst of starts (threads joined in order) hands every heap on
  * before one expires. */
-static heap_t *orphan_take(int node) {
+static heap_t *orphan_pop(int node) {
     heap_t **found = NULL;
     for (heap_t **link = &orphans; *link; link = &(*link)->next_orphan)
         if ((*link)->orphan_node == node) found = link;
@@ -175,7 +175,7 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
     heap = NULL;
     if (atomic_load_explicit(&orphan_count, memory_order_relaxed)) {
         if (prefer && prefer->orphan_node == node) heap = orphan_take_this(prefer);
-        if (!heap) heap = orphan_take(node);
+        if (!heap) heap = orphan_pop(node);
     }
     bool adopted = heap != NULL;
     if (!heap) {
@@ -395,9 +395,9 @@ void heap_abandon(heap_t *heap, bool force) {
 /* gcc's constant propagation would otherwise clone it (.constprop), and the
  * copy falls outside the hot-text list; clang has no such clones. */
 #if defined(__clang__)
-size_t heap_orphans_release(bool all) {
+size_t heap_orphans_abandon(bool all) {
 #else
-__attribute__((noclone)) size_t heap_orphans_release(bool all) {
+__attribute__((noclone)) size_t heap_orphans_abandon(bool all) {
 #endif
     if (atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0) return 0;
     long d = opt(STRATA_OPTION_PURGE_DELAY_MS);

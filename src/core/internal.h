@@ -163,7 +163,7 @@ typedef struct page_s {
     struct page_s *next, *prev;  /* in a heap queue */
     uint64_t purge_at;        /* unused page: when to purge it; kept empty page: when to
                                  give it back (page_retire); 0 = nothing due */
-    uint32_t kept_allocs;     /* kept empty page: allocs when purge_at was stamped (page_is_kept) */
+    uint32_t kept_allocs;     /* kept empty page: allocs when purge_at was stamped (page_kept_restamp) */
     /* A kept empty page off the fast path may be given back to the OS by
      * the background purge while its owner sleeps (PAGE_OPEN_*, purge.c):
      * the one field of an owned page another thread writes, by CAS. */
@@ -373,7 +373,7 @@ typedef struct heap_s {
     uint64_t emptied_bytes;                 /* carved bytes of the pages retired (purge_thread_poke) */
     uint32_t refills;                       /* quick free-list refills (alloc.c; paces housekeeping) */
     /* Classes whose kept page another class took since the last clock tick
-     * (heap_release_retained). */
+     * (heap_release_kept_for). */
     uint64_t traded[(CLASS_COUNT + 64) / 64];
     struct heap_s *next_heap, *prev_heap;   /* registry of live heaps */
     /* Per class, folded from the pages on slow paths (page_fold_stats). */
@@ -530,7 +530,7 @@ void purge_thread_fork_child(void);
 bool purge_thread_running(void);
 uint64_t purge_thread_passes(void);
 void heap_option_changed(int o);
-size_t heap_orphans_release(bool all);
+size_t heap_orphans_abandon(bool all);
 void heap_orphans_tidy(void);
 /* Remote collection: an owner that sleeps (pthread_join, a blocking read)
  * never collects what other threads free into its full pages; past
@@ -550,10 +550,10 @@ void heap_collect_others(bool all);
 extern _Atomic(uint32_t) takeover_hint;   /* some heap's hand-overs piled up (free.c) */
 extern _Atomic(uint64_t) takeover_segments;   /* segments taken over, cumulative (tests read it) */
 enum { OWNER_AWAKE, OWNER_ASLEEP, OWNER_ASK_LATER };
-#define TAKEOVER_LOOK_US 250   /* at most one look (heap_take_from_sleepers) per this, and one /proc read per heap */
+#define TAKEOVER_LOOK_US 250   /* at most one look (heap_take_over_sleepers) per this, and one /proc read per heap */
 int heap_owner_asleep(heap_t *heap);
 uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others);
-bool heap_take_from_sleepers(heap_t *heap);
+bool heap_take_over_sleepers(heap_t *heap);
 void *heap_meta_alloc(size_t size);   /* heap metadata, never freed (reused with its heap) */
 void foreign_init_process(void);
 void heap_foreign_init(heap_t *heap);
@@ -604,10 +604,10 @@ bool page_set_delay(page_t *page, delay_state state, bool force);
 void page_retire(heap_t *heap, page_t *page);
 void page_unfull(heap_t *heap, page_t *page);
 page_t *page_find_free(heap_t *heap, uint32_t cls);
-uint64_t heap_retire_expired(heap_t *heap, uint64_t now);
+uint64_t heap_release_expired(heap_t *heap, uint64_t now);
 uint32_t heap_count_kept(heap_t *heap);
 bool heap_release_kept_all(heap_t *heap);
-bool heap_release_retained(heap_t *heap, uint32_t cls);
+bool heap_release_kept_for(heap_t *heap, uint32_t cls);
 block_t *page_block_start(const page_t *page, const void *p);
 void page_free_local(heap_t *heap, page_t *page, block_t *b);
 void page_setup_keys(page_t *page);
@@ -619,7 +619,7 @@ size_t page_check(const page_t *page, bool owner_view);
 page_t *segment_page_alloc(heap_t *heap, uint32_t cls);
 void segment_page_free(heap_t *heap, page_t *page);
 void segment_abandon(heap_t *heap, segment_t *seg);
-bool segment_reclaim_for_free(heap_t *heap, segment_t *seg);
+bool segment_adopt_for_free(heap_t *heap, segment_t *seg);
 bool segment_takeable(const segment_t *seg, const heap_t *from);
 void segment_take_over(heap_t *from, heap_t *to, segment_t *seg);
 uint64_t segment_purge_idle(heap_t *heap, uint64_t now, bool all, size_t *purged);

@@ -651,7 +651,7 @@ search:;
      * sleeps, if there is one to take: their pages hold free blocks, and
      * the page search starts again over them (once). */
     heap_lock(heap);
-    if (!taken && atomic_load_explicit(&takeover_hint, memory_order_relaxed) && heap_take_from_sleepers(heap)) {
+    if (!taken && atomic_load_explicit(&takeover_hint, memory_order_relaxed) && heap_take_over_sleepers(heap)) {
         heap_unlock(heap);
         taken = true;
         goto search;

@@ -112,7 +112,7 @@ static inline void heap_hint_purge(heap_t *heap) {
 
 /* Stamps a kept empty page with when to give it back: the heap's purge
  * delay from now (delay < 0: never purged, so kept until another class
- * wants it), and the blocks it had handed out by then, so page_is_kept can
+ * wants it), and the blocks it had handed out by then, so page_kept_restamp can
  * tell whether it was used since. */
 static void page_keep_stamp(heap_t *heap, page_t *page, long delay) {
     page->purge_at = delay < 0 ? UINT64_MAX : heap_clock(heap) + (uint64_t)(delay > 0 ? delay : 1);
@@ -127,7 +127,7 @@ static void page_keep_stamp(heap_t *heap, page_t *page, long delay) {
  * size then never gives a page back and sets it up again.  Kept pages cost
  * no more memory than given-back ones, which also stay resident for the
  * delay; and a heap that needs a page of another class takes a kept one
- * before touching fresh memory (heap_release_retained).  heap_retire_expired
+ * before touching fresh memory (heap_release_kept_for).  heap_release_expired
  * gives them back once the delay is over.  With a zero delay only the
  * class's only page is kept (for one tick).
  *
@@ -169,7 +169,7 @@ static noinline void page_retire_slow(heap_t *heap, page_t *page) {
  * path allocates from, emptied again after it was kept once (a program that
  * takes a block and drops it, over and over, empties it on every free):
  * nothing to do.  Its stamp is not taken again here but checked lazily by
- * page_is_kept at the next purge pass, which sees from page->allocs that
+ * page_kept_restamp at the next purge pass, which sees from page->allocs that
  * blocks were handed out since and stamps it anew; so the page is still
  * given back only once it stayed unused for the whole delay, and a
  * malloc/free pair costs no clock, delay or queue bookkeeping (those were
@@ -200,10 +200,11 @@ static void page_release_kept(heap_t *heap, page_t *page, uint64_t purge_at) {
     heap_direct_update(heap, c);
 }
 
-/* The page is a kept empty page (page_retire).  One the fast path emptied
- * again after its stamp (blocks handed out since: page->allocs moved) was
- * in use meanwhile: its delay starts again now, and the heap had demand. */
-static bool page_is_kept(heap_t *heap, page_t *page) {
+/* Whether the page is (still) a kept empty page (page_retire), its stamp
+ * brought up to date: one the fast path emptied again after its stamp
+ * (blocks handed out since: page->allocs moved) was in use meanwhile, so
+ * its delay starts again now and the heap had demand.  Not a pure test. */
+static bool page_kept_restamp(heap_t *heap, page_t *page) {
     if (page->purge_at == 0) return false;
     if (page->used != 0) {   /* in use again */
         page->purge_at = 0;
@@ -222,12 +223,12 @@ static bool page_is_kept(heap_t *heap, page_t *page) {
  * and as far as the pass's purge budget goes (heap_purge_pass), due for
  * purging in the same pass.  Returns the next deadline among those still
  * kept (0: none). */
-uint64_t heap_retire_expired(heap_t *heap, uint64_t now) {
+uint64_t heap_release_expired(heap_t *heap, uint64_t now) {
     uint64_t next = 0;
     for (uint32_t c = 1; c <= CLASS_COUNT; c++) {
         for (page_t *page = heap->queues[c].first, *pn; page; page = pn) {
             pn = page->next;
-            if (!page_is_kept(heap, page)) continue;
+            if (!page_kept_restamp(heap, page)) continue;
             if (page->purge_at <= now && heap->purge_budget > 0) {
                 heap->purge_budget--;
                 page_release_kept(heap, page, now);
@@ -246,7 +247,7 @@ bool heap_release_kept_all(heap_t *heap) {
     for (uint32_t c = 1; c <= CLASS_COUNT; c++)
         for (page_t *page = heap->queues[c].first, *pn; page; page = pn) {
             pn = page->next;
-            if (!page_is_kept(heap, page)) continue;
+            if (!page_kept_restamp(heap, page)) continue;
             page_release_kept(heap, page, 1);
             any = true;
         }
@@ -257,7 +258,7 @@ bool heap_release_kept_all(heap_t *heap) {
 uint32_t heap_count_kept(heap_t *heap) {
     uint32_t n = 0;
     for (uint32_t c = 1; c <= CLASS_COUNT; c++)
-        for (page_t *page = heap->queues[c].first; page; page = page->next) n += page_is_kept(heap, page);
+        for (page_t *page = heap->queues[c].first; page; page = page->next) n += page_kept_restamp(heap, page);
     return n;
 }
 
@@ -272,7 +273,7 @@ uint32_t heap_count_kept(heap_t *heap) {
  * fresh memory once and keeps it.  A program that moved on to other sizes
  * still reuses the old ones' pages (malloc-sizes: twice the peak without
  * any taking). */
-bool heap_release_retained(heap_t *heap, uint32_t cls) {
+bool heap_release_kept_for(heap_t *heap, uint32_t cls) {
     uint64_t bit = (uint64_t)1 << (cls & 63);
     if (heap->traded[cls >> 6] & bit) {
         heap->traded[cls >> 6] &= ~bit;
@@ -287,7 +288,7 @@ bool heap_release_retained(heap_t *heap, uint32_t cls) {
         page_t *ends[2] = {q->last, q->first};
         for (int e = 0; e < 2; e++) {
             page_t *page = ends[e];
-            if (page && page_is_kept(heap, page) && (!best || page->purge_at < best->purge_at)) best = page;
+            if (page && page_kept_restamp(heap, page) && (!best || page->purge_at < best->purge_at)) best = page;
         }
     }
     if (!best) return false;
@@ -367,7 +368,7 @@ static uint64_t heap_purge_pass(heap_t *heap, uint64_t now) {
      * the budget), then the budget's worth of due pages is purged: they
      * included. */
     heap->purge_budget = budget;
-    uint64_t a = heap_retire_expired(heap, now);
+    uint64_t a = heap_release_expired(heap, now);
     heap->purge_budget = budget;
     uint64_t b = segment_purge_idle(heap, now, false, NULL);
     uint64_t next = (a && b) ? (a < b ? a : b) : (a | b);
@@ -437,10 +438,10 @@ static inline bool process_tick_due(uint64_t wall) {
 }
 
 static inline __attribute__((always_inline)) void process_tick(uint64_t wall) {
-    heap_orphans_release(false);   /* first: what it abandons is purged below */
+    heap_orphans_abandon(false);   /* first: what it abandons is purged below */
     heap_collect_others(false);    /* heaps whose threads sleep */
     segment_cache_release(false);
-    large_collect(wall);
+    large_purge_idle(wall);
 }
 
 /* Slow-path housekeeping, at most once per clock tick (a few ms) per heap:

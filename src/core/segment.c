@@ -229,7 +229,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
          * cache with them, and take any one from there. */
         heap_release_kept_all(heap);
         segment_purge_idle(heap, os_now_ms(), true, NULL);
-        heap_orphans_release(true);   /* exited threads' heaps: their empty segments too */
+        heap_orphans_abandon(true);   /* exited threads' heaps: their empty segments too */
         seg = segment_from_cache(-1, kind);
         if (!seg) fresh = (seg = segment_map(extent, true, kind)) != NULL;
         if (!seg) return NULL;
@@ -357,7 +357,7 @@ static void segment_adopt(heap_t *heap, segment_t *seg) {
     }
 }
 
-static segment_t *abandoned_take(segment_kind kind, int node) {
+static segment_t *abandoned_pop(segment_kind kind, int node) {
     if (atomic_load_explicit(&abandoned_count, memory_order_relaxed) == 0) return NULL;
     pthread_mutex_lock(&abandoned_lock);
     segment_t *found = NULL;
@@ -420,12 +420,12 @@ page_t *segment_page_alloc(heap_t *heap, uint32_t cls) {
                 if (!clean) { clean = page; clean_seg = s; }
             }
         }
-        if (steal && heap_release_retained(heap, cls)) {   /* a dirty page is unused now */
+        if (steal && heap_release_kept_for(heap, cls)) {   /* a dirty page is unused now */
             steal = false;   /* once: if it is on another node, do not strip every class */
             continue;
         }
         if (clean) return segment_page_take(heap, clean_seg, clean);
-        segment_t *seg = abandoned_take(kind, node);
+        segment_t *seg = abandoned_pop(kind, node);
         if (seg) {
             stat_add(&stats.adopted, 1);
             segment_adopt(heap, seg);
@@ -703,10 +703,10 @@ void segment_abandon(heap_t *heap, segment_t *seg) {
 
 /* A thread frees into an abandoned segment: it adopts the segment, so memory
  * freed by threads that only free is never stranded. */
-bool segment_reclaim_for_free(heap_t *heap, segment_t *seg) {
+bool segment_adopt_for_free(heap_t *heap, segment_t *seg) {
     bool taken = false;
     pthread_mutex_lock(&abandoned_lock);
-    /* A segment of another node waits for a heap of its node (abandoned_take). */
+    /* A segment of another node waits for a heap of its node (abandoned_pop). */
     if (atomic_load_explicit(&seg->owner, memory_order_acquire) == NULL && !numa_misplaced(numa_heap_node(heap), &seg->pages[0])) {
         for (segment_t *s = abandoned_list; s; s = s->next)
             if (s == seg) { taken = true; break; }

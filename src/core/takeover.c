@@ -41,7 +41,7 @@
  * memory goes where it is wanted, and a thread that only frees never
  * collects another's segments.  It looks when some heap has
  * REMOTE_COLLECT_AFTER hand-overs it has not collected (takeover_hint, set
- * in free.c; heap_take_from_sleepers below says when the hint goes
+ * in free.c; heap_take_over_sleepers below says when the hint goes
  * down), at most once per TAKEOVER_LOOK_US in the process, and takes from a
  * heap whose thread is blocked in the kernel now or has done no
  * housekeeping for the purge delay the segments only it has been freeing
@@ -167,7 +167,7 @@ uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others) {
     return n;
 }
 
-/* One heap of the registry for heap_take_from_sleepers (registry lock
+/* One heap of the registry for heap_take_over_sleepers (registry lock
  * held): the first sleeper with hand-overs piled up is locked as a
  * collector; false stops the walk. */
 typedef struct {
@@ -206,7 +206,7 @@ static bool sleeper_look(heap_t *h, void *arg) {
  * candidate stops being one when its owner collects.  The
  * sleeper is locked (as a collector) under the registry lock, so it stays
  * registered and alive; the work is done after that lock is let go. */
-bool heap_take_from_sleepers(heap_t *heap) {
+bool heap_take_over_sleepers(heap_t *heap) {
     /* (Not for strata_malloc_onnode's heaps, tid 0: their segments are
      * bound to their node whatever the policy.) */
     if (atomic_load_explicit(&heap->tid, memory_order_relaxed) == 0) return false;

@@ -383,7 +383,7 @@ size_t large_reclaim(void) {
     return release_all(false);
 }
 
-void large_collect(uint64_t now_ms) {
+void large_purge_idle(uint64_t now_ms) {
     /* The thread caches' clock: every large purge delay they empty once. */
     static _Atomic(uint64_t) cache_due;
     long d = purge_delay();

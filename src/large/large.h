@@ -43,7 +43,7 @@ size_t large_release(void);
  * stripes that are locked; counts given-back address space too. */
 size_t large_reclaim(void);
 /* Give back pages idle for longer than the purge delay (called from slow paths). */
-void large_collect(uint64_t now_ms);
+void large_purge_idle(uint64_t now_ms);
 /* Under a memory limit, when the headroom moved (os_memory_fresh_total):
  * the dirty blocks and this thread's cache shrink to their share of it now,
  * not at the next collect.  Trylocks only. */

@@ -94,7 +94,7 @@ static void returned_blocks_are_used_before_fresh_ones(void) {
 /* A thread cycling through sizes whose needs vary from round to round (one
  * page's worth and a block more, then one block): once each size holds the
  * pages it needs, a page should stay with its size.  Classes that hand
- * their empty pages to each other (heap_release_retained) set a page up for
+ * their empty pages to each other (heap_release_kept_for) set a page up for
  * another size at nearly every turn. */
 #define TRADE_CLASSES 24
 #define TRADE_ROUNDS 200
