@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "../common/check.h"
 #include "core/internal.h"
 #include "strata.h"
 

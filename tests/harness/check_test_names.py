@@ -15,11 +15,7 @@ import re
 import sys
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
-# Folders other work owned while the scheme came in: to rename (git mv and
-# their CMakeLists.txt) once that work has merged, then drop from here.
-PENDING = {"tests/integrity/integrity_test.c": "test_integrity.c", "tests/integrity/misuse_runs.c": "test_misuse.c",
-           "tests/integrity/own_thread.c": "test_own_thread.c", "tests/integrity/storm.c": "test_storm.c",
-           "tests/limits/limit_probe.c": "test_limit_probe.c"}
+PENDING = {}
 TEST_NAME = re.compile(r"^(test|fuzz)_[a-z0-9_]+\.(c|cpp)$")
 CALL_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)",
                      re.S | re.I)

@@ -1,6 +1,6 @@
 /* victim.c — does one kind of heap misuse, chosen by argv[1], after
  * printing the address the allocator should name.  Run in a child by
- * integrity_test.c, which checks the message and that the process stopped
+ * test_integrity.c, which checks the message and that the process stopped
  * (or, under STRATA_ON_ERROR=warn, that it went on with the heap intact:
  * the victim then prints "heap_check <problems>" and "survived").
  * Cases are numbered as in the issue that asked for them (heap integrity).

@@ -17,7 +17,7 @@
 #include <strata.h>
 
 #include "common/thp_host.h"
-#include "core/check.h"
+#include "common/check.h"
 
 #include "os/thp.h"
 

@@ -1,5 +1,5 @@
 /* test_large_apart.c — the large tier when blocks are touched in part
- * (issue 9's random residency): once the resident set is well under the
+ * (random residency): once the resident set is well under the
  * span of the tier's blocks, a freed block is kept apart while dirty, the
  * next request of about its size gets it back (its resident pages, not
  * fresh ones), and when it is handed out whole for a request up to 1/8

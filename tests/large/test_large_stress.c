@@ -22,13 +22,8 @@
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                             \
-        }                                                                        \
-    } while (0)
+#define CHECK_STOP_AT_FIRST 1
+#include "common/check.h"
 
 typedef struct {
     uint64_t tag;

@@ -27,7 +27,7 @@
 
 #include "common/procfs.h"
 
-#include "core/check.h"
+#include "common/check.h"
 
 #define MIB ((size_t)1 << 20)
 #define BLOCK ((size_t)64 << 10)

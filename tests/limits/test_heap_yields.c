@@ -1,5 +1,5 @@
 /* test_heap_yields.c — under a memory limit, free small-tier pages give
- * way to the large tier at once, not on their purge clock (issue 9: waves
+ * way to the large tier at once, not on their purge clock (waves
  * of 64 KiB and 1 MiB blocks were OOM-killed in a 256 MiB cgroup while
  * 200 MiB of free 64 KiB pages waited for their delay).  The purge delay
  * is an hour, so nothing but the limit can make them go; RSS is read from

@@ -1,4 +1,4 @@
-/* test_segment_extent.c — segments under an address-space limit (issue 9):
+/* test_segment_extent.c — segments under an address-space limit
  * a heap's first small segment maps 512 KiB of its 4 MiB, later ones
  * double with what the heap has (never more than twice what it uses), and
  * blocks are served until the address space left is less than the
@@ -14,7 +14,7 @@
 
 #include <strata.h>
 
-#include "core/check.h"
+#include "common/check.h"
 #include "core/internal.h"
 
 #define KiB ((size_t)1 << 10)

@@ -1,4 +1,4 @@
-/* race_free.c — two threads free the same block at the same moment, many
+/* test_race_free.c — two threads free the same block at the same moment, many
  * times: the block's owner (whose free takes its fast path: plain stores,
  * no atomics) and another thread (a remote free, or one into its cache of
  * other threads' blocks).  Under STRATA_ON_ERROR=warn both frees return,

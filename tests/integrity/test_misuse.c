@@ -1,4 +1,4 @@
-/* misuse_runs.c — randomized misuse across threads, run many times: three
+/* test_misuse.c — randomized misuse across threads, run many times: three
  * threads pass blocks around through shared slots (most frees are of
  * another thread's block) and now and then plant a misuse: a double free
  * at once, a double free later of a block some thread freed before (often
@@ -15,7 +15,7 @@
  * blocks freed lately; a planted free takes a block of the ring that is
  * not live.  Frees themselves run concurrently.
  *
- * usage: misuse_runs abort|warn [RUNS]
+ * usage: integrity_misuse abort|warn [RUNS]
  * Each run is a child with its own seed and a 10 s alarm.  abort: the
  * child must stop with SIGABRT and a strata message at its first planted
  * misuse (or exit 0 if it planted none).  warn: it must run to its end,
@@ -254,7 +254,7 @@ static void run_run(int r) {
 
 int main(int argc, char **argv) {
     if (argc < 2 || (strcmp(argv[1], "abort") && strcmp(argv[1], "warn"))) {
-        fprintf(stderr, "usage: misuse_runs abort|warn [RUNS]\n");
+        fprintf(stderr, "usage: integrity_misuse abort|warn [RUNS]\n");
         return 2;
     }
     int warn = !strcmp(argv[1], "warn"), runs = argc > 2 ? atoi(argv[2]) : 100, failed = 0;

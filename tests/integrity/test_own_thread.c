@@ -1,4 +1,4 @@
-/* own_thread.c — a double free stays reported after the library started
+/* test_own_thread.c — a double free stays reported after the library started
  * its own thread (the background purge).  glibc allocates for every new
  * thread (its DTV, a few hundred bytes, with calloc) in the thread that
  * calls pthread_create; the purge thread is started from inside a program

@@ -1,4 +1,4 @@
-/* integrity_test.c — heap misuse is caught with one clear message and the
+/* test_integrity.c — heap misuse is caught with one clear message and the
  * process stops (SIGABRT); with STRATA_ON_ERROR=warn the bad call is
  * ignored and the heap stays intact (strata_heap_check() == 0).  Runs the
  * victim (argv[1]) in a child per case; argv[2], if given, names the

@@ -1,4 +1,4 @@
-/* storm.c — four threads pass blocks around through shared slots and now
+/* test_storm.c — four threads pass blocks around through shared slots and now
  * and then free a block without taking it out of its slot, so it is freed
  * again later, by whichever thread meets it (double frees across threads,
  * at random, racing with everything else).  The allocator must stop the

@@ -1,4 +1,4 @@
-/* limit_probe.c — prints the limits Strata reads (os layer, through the
+/* test_limit_probe.c — prints the limits Strata reads (os layer, through the
  * static library) as key=value, for run_limits.py's "probe" case, which
  * starts it under prlimit, in a cgroup and with STRATA_MEMORY_LIMIT and
  * compares with what it set.  Also checks the option's parsing. */
