@@ -162,7 +162,8 @@ heap_t *heap_get_or_init(void) { return heap_get_or_init_from(NULL); }
 /* The calling thread's heap, made now if it has none: the orphan prefer if
  * given and still in the pool (a thread whose first call frees a block of
  * an exited thread's heap takes that heap: it is taking over that thread's
- * objects, as Larson's threads do, and its frees into them are local and
+ * objects, as a thread started to carry on an exited one's work does,
+ * and its frees into them are local and
  * reuse the memory at once), else the oldest orphan of its node, else a
  * fresh heap. */
 heap_t *heap_get_or_init_from(heap_t *prefer) {
@@ -211,9 +212,10 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
         /* What the purge keeps back for the next phase is this thread's
          * peak, not the exited threads': a heap handed on from thread to
          * thread otherwise kept the most any of them ever held, free pages
-         * included, however little the threads after needed (thread-churn:
-         * with page_find_free draining sparse pages, 38 -> 30 MiB peak RSS;
-         * neither alone moved it).  The pages it holds are kept. */
+         * included, however little the threads after needed (short-lived
+         * threads passing blocks to one another: with page_find_free
+         * draining sparse pages, a fifth less peak RSS; neither alone
+         * moved it).  The pages it holds are kept. */
         heap_lock(heap);   /* (held_pages: a takeover may still be at it, takeover.c) */
         heap->held_peak = heap->held_pages;
         heap_unlock(heap);

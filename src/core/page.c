@@ -122,8 +122,10 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
  * is carved when it is wanted (carving writes its first 16 bytes: one OS
  * page each).  Carving four big blocks at once, as before, touched three
  * OS pages a program using one never needed, and spared the generic path
- * only on a page's first use (0.8 % of malloc-sizes' instructions at
- * 8-128 KiB; slow-leak-wide: 8.5k page faults instead of 17.9k). */
+ * only on a page's first use (0.8 % of the instructions of a malloc/free
+ * loop over 8-128 KiB; half the page faults for a program that keeps a
+ * window of a few hundred blocks of up to 256 KiB, replaced at random;
+ * figures: docs/notes/core.md). */
 #define EXTEND_MIN_BLOCKS 1
 static void page_carve(page_t *page, uint32_t n);
 
@@ -531,7 +533,8 @@ static page_t *page_found(heap_t *heap, page_queue_t *q, page_t *page) {
          * scattered them (a tree torn down, say), it is carved
          * again and hands them out in address order, as a fresh
          * page would, so what the program builds next lies together
-         * (map-churn: 20 % less user time).  A list still in order
+         * (threads building and tearing down big trees of small nodes:
+         * 20 % less user time).  A list still in order
          * (freed in or against allocation order) is kept: carving
          * costs a pass of link writes. */
         uint8_t open = PAGE_OPEN;   /* (opened when kept: taken back by one compare-and-swap) */
@@ -573,16 +576,20 @@ static void page_give_back_emptied(heap_t *heap, page_queue_t *q, page_t *page) 
  * is kept, page_retire_slow) goes back to its segment at once while
  * another page of the class has a free block, where the heap can give it
  * to any class or purge it.  Before, the first page with a free block
- * served: a heap that once held many blocks of a class (thread churn's
- * heaps, handed from thread to thread, gather the blocks passed through
- * its mailbox; Larson's) went on serving from every page it had, each
+ * served: a heap that once held many blocks of a class (a heap handed
+ * from one short-lived thread to the next gathers the blocks they pass to
+ * one another; so does one whose thread frees blocks other threads
+ * allocated) went on serving from every page it had, each
  * kept carved and resident by a block or two, and pages emptied by remote
  * frees stayed in the queue, resident, until the owner reached them.
- * Taking the fullest page every time drained as well but cost Larson-1
- * 2.3 times the instructions (a walk of every page, and a search after
+ * Taking the fullest page every time drained as well but cost a program
+ * whose threads free one another's blocks 2.3 times the instructions (a
+ * walk of every page, and a search after
  * every few blocks); passing over sparse pages stops at the first fuller
- * one and leaves the search rate as it was (+1 %).  (With the adopted heap's peak reset in heap.c:
- * thread-churn peak RSS 38 -> 30 MiB, Larson-8 63 -> 50 MiB.) */
+ * one and leaves the search rate as it was (+1 %).  (With the adopted
+ * heap's peak reset in heap.c, a fifth less peak RSS for short-lived
+ * threads passing blocks to one another, and for workers freeing one
+ * another's blocks; figures: docs/notes/core.md.) */
 page_t *page_find_free(heap_t *heap, uint32_t cls) {
     page_queue_t *q = &heap->queues[cls];
     int node = numa_heap_node(heap);

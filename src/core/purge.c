@@ -269,10 +269,12 @@ uint32_t heap_count_kept(heap_t *heap) {
  * whose own kept page another class took within this clock tick: a
  * program cycling through more sizes than it keeps pages for would
  * otherwise pass pages from class to class, setting one up at every turn
- * (bignum: 233k page set-ups, 9 % of its instructions); that class takes
- * fresh memory once and keeps it.  A program that moved on to other sizes
- * still reuses the old ones' pages (malloc-sizes: twice the peak without
- * any taking). */
+ * (a program making a new number of a new size at every arithmetic
+ * operation spent 9 % of its instructions setting pages up); that class
+ * takes fresh memory once and keeps it.  A program that moved on to other
+ * sizes still reuses the old ones' pages (a loop stepping through the
+ * sizes peaked twice as high without any taking; figures:
+ * docs/notes/core.md). */
 bool heap_release_kept_for(heap_t *heap, uint32_t cls) {
     uint64_t bit = (uint64_t)1 << (cls & 63);
     if (heap->traded[cls >> 6] & bit) {
@@ -412,7 +414,7 @@ static void heap_purge_for_room(heap_t *heap, uint64_t now) {
  * to fault 13 MiB), on a tick when anything was, and every 8th tick (the
  * cgroup's other processes, pages faulted in that no tier announced): the
  * count walks the heap's pages, 0.2 % of a small-block program's
- * instructions (bench-cubes in a 2 GiB cgroup) when done at every tick. */
+ * instructions (in a 2 GiB cgroup) when done at every tick. */
 #define ROOM_CHECK_BYTES ((uint64_t)1 << 20)
 static __thread uint64_t room_fresh_seen;
 static __thread unsigned room_ticks;

@@ -116,7 +116,7 @@ static void advise_huge(segment_t *seg, segment_kind kind) {
     long mode = opt(STRATA_OPTION_HUGEPAGES);
     /* auto gives no advice: segment pages are purged one by one, which
      * splits huge pages, and a partly touched 2 MiB page inflates RSS
-     * (measured: README, bench/RESULTS.md). */
+     * (measured: README, "Huge pages"; docs/notes/large.md). */
     (void)kind;
     bool huge = mode == STRATA_HUGEPAGES_ALWAYS;
     if (mode == STRATA_HUGEPAGES_NEVER || huge != (bool)seg->huge) {
@@ -755,7 +755,8 @@ void segment_take_over(heap_t *from, heap_t *to, segment_t *seg) {
     /* The pages taken are the sleeper's, not demand of to's own: the purge
      * budget (heap_purge_pass) keeps back for to what it needed lately, and
      * counted as its peak they kept every page emptied in them resident
-     * (larson-8: 50.5 -> 54.4 MiB peak before this). */
+     * (with eight workers freeing a blocked thread's blocks, a peak 8 %
+     * higher before this; figures: docs/notes/core.md). */
     uint32_t peak = to->held_peak;
     segment_adopt(to, seg);
     to->held_peak = peak;

@@ -2,14 +2,15 @@
  * whose thread sleeps, so the free space in that heap's partly used pages
  * is reused instead of fresh memory.
  *
- * The case: a thread allocates a structure, then blocks (Larson's main
- * thread in pthread_join, a producer on a full queue) while other threads
+ * The case: a thread allocates a structure, then blocks (a main thread
+ * in pthread_join after handing its blocks to workers, a producer on a
+ * full queue) while other threads
  * free its blocks and allocate their own.  Its pages fill with free blocks
  * nobody allocates from: the remote collection (remote.c) gives back a page
  * only once every block of it came back, and a page with one live block
- * out of a hundred stays whole.  Larson with one worker peaked at twice its
- * live data: the main thread's 20 MB, freed block by block, beside the
- * worker's new 20 MB.
+ * out of a hundred stays whole.  With one worker such a program peaked at
+ * twice its live data: the blocked thread's 20 MB, freed block by block,
+ * beside the worker's new 20 MB (figures: docs/notes/core.md).
  *
  * Why whole segments, taken by a thread that needs a page:
  *  - Batching remote frees (snmalloc's message queues, mimalloc's
@@ -61,9 +62,10 @@ _Atomic(uint64_t) takeover_segments;
  * or ASK_LATER when it was asked too recently (by anyone): TAKEOVER_LOOK_US
  * after an answer "asleep", twice as long after each "awake" in a row up
  * to 64 times (16 ms), so the reads (a few microseconds each) cost a
- * thread that keeps running while others free into its full pages (Larson's
- * workers, one another's) about nothing, and one on its way to sleep is
- * asked again soon.  Not the coarse clock's tick (4 ms here): a thread that
+ * thread that keeps running while others free into its full pages (worker
+ * threads freeing one another's blocks) about nothing, and one on its way
+ * to sleep is asked again soon.  Not the coarse clock's tick (4 ms here):
+ * a thread that
  * was not blocked yet when first asked (about to enter pthread_join, or
  * waiting for a CPU on its way there) is asked again before the taker has
  * grown much. */
@@ -126,12 +128,13 @@ static void drain_delayed(heap_t *from, segment_t *const *set, uint32_t n) {
  * on to's node, whose blocks only to has handed over since from last
  * collected (a quarter of its pages in use at least), for to: a segment
  * goes to the thread that is taking over the sleeper's objects, whose frees
- * into it then are local and whose mallocs reuse what it freed.  Not one several threads free into: given to the
- * first to look, Larson's main thread's segments went to one of eight
- * workers, which reused what the others freed into them only at its own
- * pace, and kept it resident meanwhile (larson-8 peak 49.7 -> 54.0 MiB,
- * medians of 7; left with the sleeper, what comes back is collected and
- * given back as before, remote.c).  from's lock is held as a collector,
+ * into it then are local and whose mallocs reuse what it freed.  Not one
+ * several threads free into: given to the first to look, the segments of
+ * a blocked thread that eight workers freed into went to one of them,
+ * which reused what the others freed into them only at its own pace, and
+ * kept it resident meanwhile (a peak 9 % higher, medians of 7, figures:
+ * docs/notes/core.md; left with the sleeper, what comes back is collected
+ * and given back as before, remote.c).  from's lock is held as a collector,
  * to's by its owner (the calling thread).  Returns how many were taken;
  * *others: takeable ones another single thread frees into are left. */
 uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others) {
@@ -147,8 +150,9 @@ uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others) {
             if (s->numa_node != node || !segment_takeable(s, from)) continue;
             /* Evidence that one thread frees it: a quarter of its pages
              * in use handed blocks over, all from that thread (one that
-             * had handed over only a few went to a worker of Larson-8 that
-             * turned out to share it with others: +4 MiB peak). */
+             * had handed over only a few went to one of eight workers
+             * that turned out to share it with the others: a higher peak,
+             * docs/notes/core.md). */
             heap_t *f = atomic_load_explicit(&s->freer, memory_order_relaxed);
             bool enough = atomic_load_explicit(&s->handovers, memory_order_relaxed) * 4 >= s->used_pages;
             if (f == to && enough) set[n++] = s;
@@ -202,7 +206,8 @@ static bool sleeper_look(heap_t *h, void *arg) {
  * segments for other threads to take: the hand-overs come in a burst when
  * a thread starts freeing another's blocks (one per full page), and a hint
  * used up while their owner was on its way to pthread_join, or waiting for
- * a CPU, was the last (larson-1 kept its 40.9 MiB peak in 1 run of 3).  A
+ * a CPU, was the last (with one worker, the sleeper's segments were then
+ * never taken and the peak stayed at twice the live data in 1 run of 3).  A
  * candidate stops being one when its owner collects.  The
  * sleeper is locked (as a collector) under the registry lock, so it stays
  * registered and alive; the work is done after that lock is let go. */
@@ -213,8 +218,9 @@ bool heap_take_over_sleepers(heap_t *heap) {
     /* One look per TAKEOVER_LOOK_US in the process at most, however many
      * threads take fresh pages while the hint is up: each look locks a
      * sleeper for a moment, and the collections for it (remote.c) only try
-     * that lock (eight Larson workers looking at every page they took kept
-     * their main thread's pages from being collected: +2 MiB peak). */
+     * that lock (eight workers looking at every page they took kept the
+     * blocked thread's pages from being collected: a higher peak,
+     * docs/notes/core.md). */
     static _Atomic(uint64_t) looked_at;
     uint64_t now = os_now_ns() / 1000u, last = atomic_load_explicit(&looked_at, memory_order_relaxed);
     if (now - last < TAKEOVER_LOOK_US ||

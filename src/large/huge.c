@@ -1,6 +1,6 @@
 /* huge.c — huge pages for big large blocks under STRATA_HUGEPAGES=auto.
  *
- * Measured (bench/transfer, bench/RESULTS.md "Transfers"): a single copy
+ * Measured (bench/transfer, figures: docs/notes/transfer.md): a single copy
  * between processes (process_vm_readv, what MPI's CMA mode and Strata's
  * channel use) from a buffer on 2 MiB pages runs about three times as fast
  * as from 4 KiB pages, because the kernel pins one page per 2 MiB instead
@@ -18,7 +18,8 @@
  * (os_host_takes_free_pages): there a fresh huge page costs the host's
  * faults for its whole 2 MiB at first touch, about four times what the
  * same bytes cost on 4 KiB pages, and programs that touch big blocks once
- * (bench-large-ml: 0.26 s on 4 KiB pages, 0.8-1.3 s advised) lose more
+ * (fresh tensors of 1-512 MiB per training step: 0.26 s on 4 KiB pages,
+ * 0.8-1.3 s advised; docs/notes/large.md) lose more
  * than the single copies gain.  STRATA_HUGEPAGES=always still advises.
  *
  * Such blocks are also placed on a 2 MiB boundary (large_huge_align):

@@ -402,12 +402,12 @@ void large_purge_idle(uint64_t now_ms) {
 /* A program that frees a big block and then grows in small ones (a
  * buffer grown by doubling and dropped, then a page cache filled) would
  * hold both: the freed block's pages wait out the purge delay while the
- * small tier faults fresh pages beside them (sqlite's replay: a 2 MiB
- * buffer over its 7.2 MiB peak; glibc, which unmaps such a block at free,
- * 4.6).  So the small tier's fresh pages count against the tier's idle
- * dirty blocks: the oldest go once the fresh bytes taken since they were
- * freed reach an eighth of their size (FRESH_OVERLAP), so the two overlap
- * by at most that much.  (Waiting for all of it would purge only once the
+ * small tier faults fresh pages beside them (one such program: a 2 MiB
+ * buffer over a 7.2 MiB peak; glibc, which unmaps such a block at free,
+ * 4.6; figures: docs/notes/workloads.md).  So the small tier's fresh
+ * pages count against the tier's idle dirty blocks: the oldest go once
+ * the fresh bytes taken since they were freed reach an eighth of their
+ * size (FRESH_OVERLAP), so the two overlap by at most that much.  (Waiting for all of it would purge only once the
  * growth had peaked beside them.)  An eighth is the slack the tier accepts
  * elsewhere (a dirty block taken whole for a request up to 1/8 smaller,
  * the budget's eighth of the live bytes).  Only while the tier is idle:

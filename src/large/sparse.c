@@ -145,7 +145,8 @@ void sparse_forget(stripe_t *s, const void *p, size_t len) {
  * budget (STRATA_LARGE_CACHE_MB, or its share of a memory limit's
  * headroom): stale pages are one more cache, kept while they may spare a
  * fault, and an eighth is the slack the tier accepts elsewhere.  The
- * trade, measured on random residency: at an eighth N = 256 took 0.93 s
+ * trade, measured with N live blocks of 1 B-8 MiB replaced at random
+ * (docs/notes/large.md): at an eighth N = 256 took 0.93 s
  * and N = 16384 peaked at 625 MiB (mimalloc 490-574); at a sixteenth
  * 1.01-1.13 s and 496-508 MiB; at a thirty-second 1.04 s.  (b3bedaa,
  * which gave nothing back: 0.98 s and 1108 MiB at N = 256.) */

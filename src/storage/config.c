@@ -209,8 +209,9 @@ static int setup(const strata_sb_config *c) {
      * (a stream's run, an aggressive run) and two evictions, at most an
      * eighth of the budget: with less, a sweep's next load never finds
      * room and the fault writes back by itself, waiting for the disk
-     * while the cleaner's own write is still in flight (k-means'
-     * generation: a third of the write-backs on the program's thread). */
+     * while the cleaner's own write is still in flight (a program writing
+     * its data set out in one sweep: a third of the write-backs on its
+     * own thread; docs/notes/storage.md). */
     size_t big = sb.ra_cap > sb.load_max ? sb.ra_cap : sb.load_max;
     if (big < sb.evict_batch) big = sb.evict_batch;
     sb.clean_room = 2 * big <= sb.budget_pages / 8 ? 2 * big : sb.budget_pages / 8;
