@@ -37,6 +37,7 @@ void heap_foreign_init(heap_t *heap) {
         atomic_store_explicit(&fp->flags, PAGE_UNUSED, memory_order_relaxed);   /* a free never lands here */
         heap->foreign->waiting[c] = 0;
     }
+    heap->foreign->stalled = NULL;
 }
 
 /* The heap's first foreign free: its cache is made now (off the fast
@@ -97,6 +98,8 @@ void heap_foreign_settle(heap_t *heap, uint32_t c) {
         passed = passed || blocked;
         if (!foreign_slot_check(s)) {
         } else if (!passed) {
+            fc->stalled = s->owner;
+            fc->stalled_passes = atomic_load_explicit(&s->owner->passes, memory_order_relaxed);
             free_remote_claimed(pagemap_page(s->block), s->block, foreign_slot_raw(s));
         } else {
             block_set_next(fp, s->block, fp->free);

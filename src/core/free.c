@@ -198,7 +198,7 @@ noinline void free_remote_claimed(page_t *page, block_t *b, uintptr_t raw) { fre
  * cache (free_foreign_first asks). */
 enum { FOREIGN_NO, FOREIGN_TAKEN, FOREIGN_FIRST };
 
-static inline int foreign_put(heap_t *heap, page_t *page) {
+static inline int foreign_put(heap_t *heap, page_t *page, heap_t *owner) {
     uint32_t c = page->class_idx;
     /* Not a block of a full page (in its owner's full queue): its owner is
      * not allocating from it, maybe asleep (Larson's main thread), and the
@@ -206,6 +206,13 @@ static inline int foreign_put(heap_t *heap, page_t *page) {
     if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0 || prof_active) return FOREIGN_NO;
     page_t *fp = heap_foreign_cache(heap, c);           /* (made on the first such free) */
     if (!fp) return FOREIGN_NO;
+    /* An owner that did not pass while a whole batch waited is not
+     * running (it shares a core, or sleeps): its blocks go home at once,
+     * not through a slot (a claim, a check and a second CAS for nothing),
+     * until it passes again (foreign.c, heap_foreign_settle). */
+    if (owner == heap->foreign->stalled &&
+        atomic_load_explicit(&owner->passes, memory_order_relaxed) == heap->foreign->stalled_passes)
+        return FOREIGN_NO;
     uint32_t waiting = heap->foreign->waiting[c];
     if (waiting >= FOREIGN_CAP) {
         /* A full batch waits while the cache still serves the last one
@@ -396,7 +403,7 @@ STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, con
             if (self != &heap_empty)
                 atomic_store_explicit(&self->passes, atomic_load_explicit(&self->passes, memory_order_relaxed) + 1,
                                       memory_order_relaxed);
-            int fits = foreign_put(self, page);
+            int fits = foreign_put(self, page, owner);
             /* Claimed with the link it will have: the remote list's head
              * (one CAS for both, as a rule), or its slot in the cache. */
             uintptr_t raw = REMOTE_TAG;
