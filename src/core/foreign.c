@@ -23,6 +23,7 @@ void foreign_init_process(void) {
  * reuses the cache of the struct it was made in). */
 void heap_foreign_init(heap_t *heap) {
     if (!heap->foreign) return;
+    heap->foreign->stalled = NULL;
     for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
         page_t *fp = &heap->foreign->page[c];
         memset(fp, 0, sizeof *fp);
