@@ -23,6 +23,7 @@ void foreign_init_process(void) {
  * reuses the cache of the struct it was made in). */
 void heap_foreign_init(heap_t *heap) {
     if (!heap->foreign) return;
+    heap->foreign->stalled = NULL;
     for (uint32_t c = 1; c < FOREIGN_CLASSES; c++) {
         page_t *fp = &heap->foreign->page[c];
         memset(fp, 0, sizeof *fp);
@@ -37,6 +38,7 @@ void heap_foreign_init(heap_t *heap) {
         atomic_store_explicit(&fp->flags, PAGE_UNUSED, memory_order_relaxed);   /* a free never lands here */
         heap->foreign->waiting[c] = 0;
     }
+    heap->foreign->stalled = NULL;
 }
 
 /* The heap's first foreign free: its cache is made now (off the fast
@@ -68,35 +70,29 @@ static bool foreign_slot_check(const foreign_slot_t *s) {
 
 /* The waiting blocks of class c join the cache, and the fast path is
  * pointed at it.  A block joins only once its owner has passed malloc's
- * refill since the claim (heap_t.passes), is gone or blocked: a free of it
- * the owner began before the claim (its fast path reads, then writes with
- * plain stores) has then written, and shows (foreign_slot_intact).  A
- * block whose owner has not passed goes home tagged (free_remote_claimed),
- * where the owner's collection checks the tag itself. */
+ * refill or one of its own remote frees since the claim (heap_t.passes) or
+ * is gone: a free of it the owner began before the claim (its fast path
+ * reads, then writes with plain stores) has then written, and shows
+ * (foreign_slot_intact).  A block whose owner has not passed goes home
+ * tagged (free_remote_claimed), where the owner's collection checks the
+ * tag itself, and so do the owner's next blocks until it passes
+ * (foreign_cache_t.stalled).  An owner blocked in the kernel does not pass
+ * either: blocked is no proof of being outside a free (a signal handler
+ * that waits, a fault on the free's store), and asking costs a /proc read. */
 void heap_foreign_settle(heap_t *heap, uint32_t c) {
     foreign_cache_t *fc = heap->foreign;
     page_t *fp = &fc->page[c];
     uint32_t n = fc->waiting[c], joined = 0;
     fc->waiting[c] = FOREIGN_CAP + 1;        /* (the frees below go home) */
-    heap_t *asked = NULL;
-    bool blocked = false;
     for (uint32_t i = 0; i < n; i++) {
         foreign_slot_t *s = &fc->slot[c][i];
         segment_t *seg = segment_of(s->block);
-        bool passed = atomic_load_explicit(&seg->owner, memory_order_acquire) != s->owner ||
-                      atomic_load_explicit(&s->owner->passes, memory_order_seq_cst) != s->passes;
-        if (!passed && s->owner != asked) {
-            /* An owner blocked in the kernel now (Larson's main thread in
-             * pthread_join) is in no free: its fast path makes no call.
-             * Asked as the takeover asks (a /proc read, at most one per
-             * heap per TAKEOVER_LOOK_US, less often while it runs): "ask
-             * later" counts as not blocked. */
-            asked = s->owner;
-            blocked = heap_owner_asleep(s->owner) == OWNER_ASLEEP;
-        }
-        passed = passed || blocked;
+        uint32_t passes = atomic_load_explicit(&s->owner->passes, memory_order_seq_cst);
+        bool passed = atomic_load_explicit(&seg->owner, memory_order_acquire) != s->owner || passes != s->passes;
         if (!foreign_slot_check(s)) {
         } else if (!passed) {
+            fc->stalled = s->owner;
+            fc->stalled_passes = passes;
             free_remote_claimed(pagemap_page(s->block), s->block, foreign_slot_raw(s));
         } else {
             block_set_next(fp, s->block, fp->free);

@@ -198,7 +198,7 @@ noinline void free_remote_claimed(page_t *page, block_t *b, uintptr_t raw) { fre
  * cache (free_foreign_first asks). */
 enum { FOREIGN_NO, FOREIGN_TAKEN, FOREIGN_FIRST };
 
-static inline int foreign_put(heap_t *heap, page_t *page) {
+static inline int foreign_put(heap_t *heap, page_t *page, heap_t *owner) {
     uint32_t c = page->class_idx;
     /* Not a block of a full page (in its owner's full queue): its owner is
      * not allocating from it, maybe asleep (Larson's main thread), and the
@@ -209,11 +209,20 @@ static inline int foreign_put(heap_t *heap, page_t *page) {
     uint32_t waiting = heap->foreign->waiting[c];
     if (waiting >= FOREIGN_CAP) {
         /* A full batch waits while the cache still serves the last one
-         * (or the cache is being flushed): this block goes home. */
+         * (or the cache is being flushed): this block goes home.  Else
+         * the batch settles now, one free after it filled: the block
+         * claimed last had that long for its owner to pass. */
         if (waiting > FOREIGN_CAP || fp->free != NULL) return FOREIGN_NO;
         heap_foreign_settle(heap, c);
         waiting = 0;
     }
+    /* An owner that did not pass while a whole batch waited is not
+     * running (it shares a core, or sleeps): its blocks go home at once,
+     * not through a slot (a check and a second CAS for nothing), until it
+     * passes again (foreign.c, heap_foreign_settle). */
+    if (owner == heap->foreign->stalled &&
+        atomic_load_explicit(&owner->passes, memory_order_relaxed) == heap->foreign->stalled_passes)
+        return FOREIGN_NO;
     /* The node count is asked (a call: out of line, free_foreign_first)
      * only when the cache starts to fill: a block it holds passed it. */
     return waiting == 0 && fp->free == NULL ? FOREIGN_FIRST : FOREIGN_TAKEN;
@@ -223,8 +232,9 @@ static inline int foreign_put(heap_t *heap, page_t *page) {
  * claimed again later, after its owner took it back, is not mistaken for
  * the first claim), waits in a slot with its owner's passes at
  * the claim (read after it: see heap_t.passes).  The blocks join the
- * cache, which the fast path is then pointed at, once FOREIGN_CAP wait
- * and the cache has served the last batch: one switch each way per
+ * cache, which the fast path is then pointed at, once FOREIGN_CAP wait,
+ * the cache has served the last batch and one more block comes
+ * (foreign_put): one switch each way per
  * FOREIGN_CAP blocks, not per block (a switch per block cost Larson a
  * third more time).  (A tail call: the path that keeps blocks sets up no
  * frame.) */
@@ -235,7 +245,6 @@ static inline void foreign_push(heap_t *heap, page_t *page, block_t *b, heap_t *
     s->block = b;
     s->owner = owner;
     s->passes = atomic_load_explicit(&owner->passes, memory_order_seq_cst);
-    if (fc->waiting[c] == FOREIGN_CAP && fc->page[c].free == NULL) heap_foreign_settle(heap, c);
 }
 
 /* The first block for an empty cache: kept unless this is a NUMA machine
@@ -396,7 +405,7 @@ STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, con
             if (self != &heap_empty)
                 atomic_store_explicit(&self->passes, atomic_load_explicit(&self->passes, memory_order_relaxed) + 1,
                                       memory_order_relaxed);
-            int fits = foreign_put(self, page);
+            int fits = foreign_put(self, page, owner);
             /* Claimed with the link it will have: the remote list's head
              * (one CAS for both, as a rule), or its slot in the cache. */
             uintptr_t raw = REMOTE_TAG;

@@ -450,6 +450,10 @@ typedef struct foreign_cache_s {
     page_t page[FOREIGN_CLASSES];
     foreign_slot_t slot[FOREIGN_CLASSES][FOREIGN_CAP];
     uint8_t waiting[FOREIGN_CLASSES];   /* slots in use; FOREIGN_CAP + 1: flushing, take none */
+    /* The last owner whose blocks went home from a settle because it had
+     * not passed, and its passes then (free.c's foreign_put). */
+    struct heap_s *stalled;
+    uint32_t stalled_passes;
 } foreign_cache_t;
 
 /* The heap's foreign pseudo page of class c, made on first use; NULL when

@@ -28,13 +28,22 @@ static void heap_without_foreign_frees_is_small(void) {
     CHECK(fc == NULL);
 }
 
-static void *blocks[FOREIGN_CAP];   /* the main thread's */
+static void *blocks[FOREIGN_CAP + 1];   /* the main thread's */
+static void *threads_block;               /* the thread's, freed by the main thread */
+static pthread_barrier_t pass, passed;
 
+/* The thread frees a batch of the main thread's blocks, the main thread
+ * passes (a free of this thread's block: heap_t.passes), and one more free
+ * settles the batch into the cache. */
 static void *free_foreign_blocks(void *arg) {
     (void)arg;
     free(malloc(48));   /* a heap of its own first */
+    threads_block = malloc(64);
     void *before = (void *)tls_heap->foreign;
     for (int i = 0; i < FOREIGN_CAP; i++) free(blocks[i]);
+    pthread_barrier_wait(&pass);
+    pthread_barrier_wait(&passed);
+    free(blocks[FOREIGN_CAP]);
     int served = 0;
     void *got[FOREIGN_CAP];
     for (int i = 0; i < FOREIGN_CAP; i++) {
@@ -50,9 +59,16 @@ static void *free_foreign_blocks(void *arg) {
 static void foreign_cache_made_on_first_foreign_free(void) {
     pthread_t b;
     void *ok = NULL;
-    for (int i = 0; i < FOREIGN_CAP; i++) blocks[i] = malloc(48);
+    for (int i = 0; i <= FOREIGN_CAP; i++) blocks[i] = malloc(48);
+    pthread_barrier_init(&pass, NULL, 2);
+    pthread_barrier_init(&passed, NULL, 2);
     CHECK(pthread_create(&b, NULL, free_foreign_blocks, NULL) == 0);
+    pthread_barrier_wait(&pass);
+    free(threads_block);
+    pthread_barrier_wait(&passed);
     CHECK(pthread_join(b, &ok) == 0);
+    pthread_barrier_destroy(&pass);
+    pthread_barrier_destroy(&passed);
     if (os_numa_node_count() == 1) CHECK(ok != NULL);   /* (no foreign caching on NUMA machines) */
 }
 

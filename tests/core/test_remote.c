@@ -145,40 +145,75 @@ static void *theirs[KEEP];
 static pthread_barrier_t made, done;
 
 /* Allocates KEEP blocks of 200 bytes and stays alive (its page in use, not
- * full) until told. */
+ * full) until told; in between, when told, passes twice (each a free of a
+ * block of the main thread's: heap_t.passes). */
 static _Atomic int holder_tid;
+static pthread_barrier_t pass, passed;
+static void *mains_block[2];
 static void *holder(void *arg) {
     (void)arg;
     for (int i = 0; i < KEEP; i++) theirs[i] = malloc(200);
     holder_tid = os_thread_id();
     pthread_barrier_wait(&made);
+    for (int k = 0; k < 2; k++) {
+        pthread_barrier_wait(&pass);
+        free(mains_block[k]);
+        pthread_barrier_wait(&passed);
+    }
     pthread_barrier_wait(&done);
     return NULL;
 }
 
+/* How many of the next KEEP mallocs of 200 bytes are theirs[from..to). */
+static int mallocs_of_theirs(void **mine, int from, int to) {
+    int hits = 0;
+    for (int i = 0; i < KEEP; i++) {
+        mine[i] = malloc(200);
+        for (int k = from; k < to; k++) hits += mine[i] == theirs[k];
+    }
+    return hits;
+}
+
 static void foreign_blocks_serve_this_threads_mallocs(void) {
     pthread_barrier_init(&made, NULL, 2);
+    pthread_barrier_init(&pass, NULL, 2);
+    pthread_barrier_init(&passed, NULL, 2);
     pthread_barrier_init(&done, NULL, 2);
+    mains_block[0] = malloc(64);
+    mains_block[1] = malloc(64);
     pthread_t t;
     pthread_create(&t, NULL, holder, NULL);
     pthread_barrier_wait(&made);
     /* A cache uses a block it claimed once the owner cannot be inside a
-     * free of it: here, once the owner is blocked (in the barrier). */
+     * free of it: not while the owner only sleeps (blocked is no proof),
+     * once it passed.  A batch settles one free after it filled. */
     while (!os_thread_blocked(holder_tid)) sched_yield();
-    for (int i = 0; i < KEEP; i++) free(theirs[i]);
-    /* The next mallocs of the class are the held blocks, at most FOREIGN_CAP. */
-    int hits = 0;
-    void *mine[KEEP];
-    for (int i = 0; i < KEEP; i++) {
-        mine[i] = malloc(200);
-        for (int k = 0; k < KEEP; k++) hits += mine[i] == theirs[k];
-    }
-    fprintf(stderr, "%d of %d mallocs were blocks of the other thread (cap %d)\n", hits, KEEP, FOREIGN_CAP);
+    void *mine[KEEP], *mine2[KEEP];
+    for (int i = 0; i < 2 * FOREIGN_CAP + 1; i++) free(theirs[i]);
+    int asleep_hits = mallocs_of_theirs(mine, 0, KEEP);
+    fprintf(stderr, "owner asleep: %d of %d mallocs were blocks of the other thread\n", asleep_hits, KEEP);
+    CHECK(asleep_hits == 0);
+    /* The owner passes (its blocks are kept again), a batch of FOREIGN_CAP
+     * is freed, the owner passes, and one more free settles the batch. */
+    int from = 2 * FOREIGN_CAP + 1, to = from + FOREIGN_CAP;
+    pthread_barrier_wait(&pass);
+    pthread_barrier_wait(&passed);
+    for (int i = from; i < to; i++) free(theirs[i]);
+    pthread_barrier_wait(&pass);
+    pthread_barrier_wait(&passed);
+    free(theirs[to]);
+    int hits = mallocs_of_theirs(mine2, from, to);
+    fprintf(stderr, "owner passed: %d of %d mallocs were blocks of the other thread (cap %d)\n", hits, KEEP,
+            FOREIGN_CAP);
     CHECK(hits == FOREIGN_CAP);
     for (int i = 0; i < KEEP; i++) free(mine[i]);
+    for (int i = 0; i < KEEP; i++) free(mine2[i]);
+    for (int i = to + 1; i < KEEP; i++) free(theirs[i]);
     pthread_barrier_wait(&done);
     pthread_join(t, NULL);
     pthread_barrier_destroy(&made);
+    pthread_barrier_destroy(&pass);
+    pthread_barrier_destroy(&passed);
     pthread_barrier_destroy(&done);
 }
 
