@@ -168,7 +168,7 @@ static inline void *malloc_unrefilled(heap_t *heap, size_t size, bool zero) {
 
 /* malloc's fast path missed on page (page->free is NULL): no lookup again. */
 static noinline void *malloc_refill(heap_t *heap, size_t size, page_t *page) {
-    /* A full barrier, counted: foreign caches of other threads wait for it
+    /* A full barrier, counted: borrow caches of other threads wait for it
      * before they use a block of this heap they claimed (heap_t.passes). */
     if (heap != &heap_empty) atomic_fetch_add_explicit(&heap->passes, 1, memory_order_seq_cst);
     if (page_refill(heap, page)) return page_pop_slow(heap, page, size, false, true);

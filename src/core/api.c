@@ -166,7 +166,7 @@ static void heap_release(heap_t *heap, void *arg) {
 
 size_t strata_release(void) {
     size_t bytes = 0;
-    if (tls_heap != &heap_empty) heap_foreign_flush(tls_heap);   /* other heaps' blocks go home first */
+    if (tls_heap != &heap_empty) heap_borrow_return(tls_heap);   /* other heaps' blocks go home first */
     if (tls_heap != &heap_empty) heap_release(tls_heap, &bytes);
     numa_node_heaps_each(heap_release, &bytes);   /* strata_malloc_onnode's heaps */
     heap_orphans_abandon(true);   /* exited threads' heaps: their free pages are purged below */

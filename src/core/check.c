@@ -1,7 +1,7 @@
 /* check.c — strata_heap_check(): walks the calling thread's heap (every
  * queue, page and free list), the segments abandoned by exited threads and
  * the large tier, and reports every broken invariant it finds (the heap's
- * foreign caches included).  Other live
+ * borrow caches included).  Other live
  * threads' heaps are owner-only and lock-free, so they are not walked; each
  * thread may call this on its own heap (the stress tests do, before their
  * threads exit).  Every walk is bounded, so a corrupted list ends the check
@@ -80,7 +80,7 @@ size_t strata_heap_check(void) {
             }
         }
         heap_unlock(heap);
-        problems += heap_foreign_check(heap);
+        problems += heap_borrow_check(heap);
     }
     problems += segment_check_abandoned();
     const char *why = large_check();

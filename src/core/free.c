@@ -185,63 +185,64 @@ noinline void free_remote(page_t *page, block_t *b) { free_remote_raw(page, b, 0
 noinline void free_remote_claimed(page_t *page, block_t *b, uintptr_t raw) { free_remote_raw(page, b, raw); }
 
 /* A block of another heap this thread frees is kept to serve its own next
- * malloc of the class (heap_t.foreign): the block was just read here, so it
+ * malloc of the class (heap_t.borrowed): the block was just read here, so it
  * is in this core's cache, where the owner's next block is not (a ring of
  * threads passing blocks on: every block returned to its owner made every
- * malloc touch a cold one).  Bounded: FOREIGN_CAP per class, so a thread
+ * malloc touch a cold one).  Bounded: BORROW_CAP per class, so a thread
  * that sleeps holds at most that many blocks back from their pages; they
  * go home when it exits or calls strata_release().  Not for threads without
  * a heap (they never allocate), pages with checks or aligned blocks, or on
- * a NUMA machine (the block may be another node's).  foreign_put says
- * whether a block is kept (checks only; foreign_push puts it): not kept;
+ * a NUMA machine (the block may be another node's).  borrow_put says
+ * whether a block is kept (checks only; borrow_push puts it): not kept;
  * kept; or kept if this is no NUMA machine, for the first block of an empty
- * cache (free_foreign_first asks). */
-enum { FOREIGN_NO, FOREIGN_TAKEN, FOREIGN_FIRST };
+ * cache (free_borrow_first asks). */
+enum { BORROW_NO, BORROW_TAKEN, BORROW_FIRST };
 
-static inline int foreign_put(heap_t *heap, page_t *page, heap_t *owner) {
+static inline int borrow_put(heap_t *heap, page_t *page, heap_t *owner) {
     uint32_t c = page->class_idx;
     /* Not a block of a full page (in its owner's full queue): its owner is
-     * not allocating from it, maybe asleep (Larson's main thread), and the
+     * not allocating from it, maybe asleep (a main thread that handed its
+     * blocks to workers and waits for them), and the
      * page can only go back to the OS once its blocks come home. */
-    if (c >= FOREIGN_CLASSES || heap == &heap_empty || page_flags(page) != 0 || prof_active) return FOREIGN_NO;
-    page_t *fp = heap_foreign_cache(heap, c);           /* (made on the first such free) */
-    if (!fp) return FOREIGN_NO;
-    uint32_t waiting = heap->foreign->waiting[c];
-    if (waiting >= FOREIGN_CAP) {
+    if (c >= BORROW_CLASSES || heap == &heap_empty || page_flags(page) != 0 || prof_active) return BORROW_NO;
+    page_t *fp = heap_borrow_cache(heap, c);           /* (made on the first such free) */
+    if (!fp) return BORROW_NO;
+    uint32_t waiting = heap->borrowed->waiting[c];
+    if (waiting >= BORROW_CAP) {
         /* A full batch waits while the cache still serves the last one
          * (or the cache is being flushed): this block goes home.  Else
          * the batch settles now, one free after it filled: the block
          * claimed last had that long for its owner to pass. */
-        if (waiting > FOREIGN_CAP || fp->free != NULL) return FOREIGN_NO;
-        heap_foreign_settle(heap, c);
+        if (waiting > BORROW_CAP || fp->free != NULL) return BORROW_NO;
+        heap_borrow_settle(heap, c);
         waiting = 0;
     }
     /* An owner that did not pass while a whole batch waited is not
      * running (it shares a core, or sleeps): its blocks go home at once,
      * not through a slot (a check and a second CAS for nothing), until it
-     * passes again (foreign.c, heap_foreign_settle). */
-    if (owner == heap->foreign->stalled &&
-        atomic_load_explicit(&owner->passes, memory_order_relaxed) == heap->foreign->stalled_passes)
-        return FOREIGN_NO;
-    /* The node count is asked (a call: out of line, free_foreign_first)
+     * passes again (borrow.c, heap_borrow_settle). */
+    if (owner == heap->borrowed->stalled &&
+        atomic_load_explicit(&owner->passes, memory_order_relaxed) == heap->borrowed->stalled_passes)
+        return BORROW_NO;
+    /* The node count is asked (a call: out of line, free_borrow_first)
      * only when the cache starts to fill: a block it holds passed it. */
-    return waiting == 0 && fp->free == NULL ? FOREIGN_FIRST : FOREIGN_TAKEN;
+    return waiting == 0 && fp->free == NULL ? BORROW_FIRST : BORROW_TAKEN;
 }
 
 /* b, claimed (block_claim, with the slot's address as its link: a block
  * claimed again later, after its owner took it back, is not mistaken for
  * the first claim), waits in a slot with its owner's passes at
  * the claim (read after it: see heap_t.passes).  The blocks join the
- * cache, which the fast path is then pointed at, once FOREIGN_CAP wait,
+ * cache, which the fast path is then pointed at, once BORROW_CAP wait,
  * the cache has served the last batch and one more block comes
- * (foreign_put): one switch each way per
- * FOREIGN_CAP blocks, not per block (a switch per block cost Larson a
- * third more time).  (A tail call: the path that keeps blocks sets up no
+ * (borrow_put): one switch each way per
+ * BORROW_CAP blocks, not per block (a switch per block cost a server
+ * whose threads free each other's blocks a third more time).  (A tail call: the path that keeps blocks sets up no
  * frame.) */
-static inline void foreign_push(heap_t *heap, page_t *page, block_t *b, heap_t *owner) {
+static inline void borrow_push(heap_t *heap, page_t *page, block_t *b, heap_t *owner) {
     uint32_t c = page->class_idx;
-    foreign_cache_t *fc = heap->foreign;                /* (made by foreign_put) */
-    foreign_slot_t *s = &fc->slot[c][fc->waiting[c]++];
+    borrow_cache_t *fc = heap->borrowed;                /* (made by borrow_put) */
+    borrow_slot_t *s = &fc->slot[c][fc->waiting[c]++];
     s->block = b;
     s->owner = owner;
     s->passes = atomic_load_explicit(&owner->passes, memory_order_seq_cst);
@@ -249,9 +250,9 @@ static inline void foreign_push(heap_t *heap, page_t *page, block_t *b, heap_t *
 
 /* The first block for an empty cache: kept unless this is a NUMA machine
  * (the block may be another node's). */
-static noinline void free_foreign_first(heap_t *heap, page_t *page, block_t *b, heap_t *owner) {
-    if (os_numa_node_count() > 1) free_remote_claimed(page, b, foreign_slot_raw(&heap->foreign->slot[page->class_idx][0]));
-    else foreign_push(heap, page, b, owner);
+static noinline void free_borrow_first(heap_t *heap, page_t *page, block_t *b, heap_t *owner) {
+    if (os_numa_node_count() > 1) free_remote_claimed(page, b, borrow_slot_raw(&heap->borrowed->slot[page->class_idx][0]));
+    else borrow_push(heap, page, b, owner);
 }
 
 /* Bytes usable from p (inside block b) to its end; with STRATA_CHECK, to
@@ -296,7 +297,7 @@ static block_t *block_find(segment_t *seg, page_t *page, const void *p, const ch
         }
     } else if (block_link_ok(page, b)) {
         /* Looks free (block_t), wherever the first free put it: its page's
-         * lists, another thread's foreign cache, its heap's hand-over list.
+         * lists, another thread's borrow cache, its heap's hand-over list.
          * None of them can be walked safely from here but the first, so
          * the per-process sum decides alone (a live block matches it with
          * probability 2^-64). */
@@ -405,15 +406,15 @@ STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, con
             if (self != &heap_empty)
                 atomic_store_explicit(&self->passes, atomic_load_explicit(&self->passes, memory_order_relaxed) + 1,
                                       memory_order_relaxed);
-            int fits = foreign_put(self, page, owner);
+            int fits = borrow_put(self, page, owner);
             /* Claimed with the link it will have: the remote list's head
              * (one CAS for both, as a rule), or its slot in the cache. */
             uintptr_t raw = REMOTE_TAG;
-            if (fits == FOREIGN_NO) raw |= atomic_load_explicit(&page->thread_free, memory_order_relaxed) & ~(uintptr_t)3;
-            else raw |= (uintptr_t)&self->foreign->slot[page->class_idx][self->foreign->waiting[page->class_idx]];
+            if (fits == BORROW_NO) raw |= atomic_load_explicit(&page->thread_free, memory_order_relaxed) & ~(uintptr_t)3;
+            else raw |= (uintptr_t)&self->borrowed->slot[page->class_idx][self->borrowed->waiting[page->class_idx]];
             if (unlikely(!block_claim(page, b, raw, p, call))) return;
-            if (fits == FOREIGN_TAKEN) foreign_push(self, page, b, owner);
-            else if (fits == FOREIGN_FIRST) free_foreign_first(self, page, b, owner);
+            if (fits == BORROW_TAKEN) borrow_push(self, page, b, owner);
+            else if (fits == BORROW_FIRST) free_borrow_first(self, page, b, owner);
             else free_remote_claimed(page, b, raw);
             return;
         }

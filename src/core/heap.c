@@ -50,7 +50,7 @@ static void heap_thread_exit(void *value);
 _Atomic(uint32_t) threshold_gen;   /* see heap_option_changed */
 
 void heap_init_process(void) {
-    foreign_init_process();
+    borrow_init_process();
     if (pthread_key_create(&exit_key, heap_thread_exit) == 0) exit_key_ready = true;
 }
 
@@ -86,7 +86,7 @@ static heap_t *heap_struct_alloc(void) {
     return meta_carve(sizeof(heap_t));
 }
 
-/* Heap metadata made after the heap (its foreign cache), from the same
+/* Heap metadata made after the heap (its borrow cache), from the same
  * batches; it stays with the heap struct, which is reused, never freed. */
 void *heap_meta_alloc(size_t size) {
     pthread_mutex_lock(&registry_lock);
@@ -104,13 +104,13 @@ void heap_direct_update(heap_t *heap, uint32_t cls) {
     if (!page || strata_check_mode || (long)class_size[cls] >= opt(STRATA_OPTION_LARGE_THRESHOLD) ||
         numa_misplaced(numa_heap_node(heap), page))   /* another node's: the next page search parks it */
         page = &page_empty;
-    /* Foreign blocks first (once a batch joined the cache: foreign.c), just freed
+    /* Borrowed blocks first (once a batch joined the cache: borrow.c), just freed
      * here, so hot in this core's cache. */
-    if (cls < FOREIGN_CLASSES && heap->foreign &&
-        heap->foreign->page[cls].free != NULL &&
+    if (cls < BORROW_CLASSES && heap->borrowed &&
+        heap->borrowed->page[cls].free != NULL &&
         !strata_check_mode &&
         (long)class_size[cls] < opt(STRATA_OPTION_LARGE_THRESHOLD))
-        page = &heap->foreign->page[cls];
+        page = &heap->borrowed->page[cls];
     page_take_back(page);   /* (a kept page the background purge may have had: purge.c) */
     heap->class_page[cls] = page;
     if (class_size[cls] > DIRECT_MAX) return;
@@ -184,13 +184,13 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
         if (heap) {
             /* (in_pool around the memset: a remote free may read it through
              * a stale owner pointer of a segment this struct once owned;
-             * the foreign cache stays with the struct) */
-            foreign_cache_t *fc = heap->foreign;
+             * the borrow cache stays with the struct) */
+            borrow_cache_t *fc = heap->borrowed;
             memset(heap, 0, offsetof(heap_t, in_pool));
             atomic_store_explicit(&heap->in_pool, 0, memory_order_relaxed);
             memset((uint8_t *)heap + offsetof(heap_t, in_pool) + sizeof heap->in_pool, 0,
                    sizeof *heap - offsetof(heap_t, in_pool) - sizeof heap->in_pool);
-            heap->foreign = fc;
+            heap->borrowed = fc;
             heap->next_heap = registry;
             if (registry) registry->prev_heap = heap;
             registry = heap;
@@ -226,7 +226,7 @@ heap_t *heap_get_or_init_from(heap_t *prefer) {
          * lost its kept pages; core_purge_clock under load). */
         if (heap->run_delay_base != RUN_DELAY_UNKNOWN) heap->run_delay_base = 0;
     } else {
-        heap_foreign_init(heap);
+        heap_borrow_init(heap);
         for (size_t i = 0; i < DIRECT_SLOTS; i++) heap->direct[i] = &page_empty;
         for (size_t i = 0; i <= CLASS_COUNT; i++) heap->class_page[i] = &page_empty;
         heap->threshold_gen = atomic_load_explicit(&threshold_gen, memory_order_relaxed);
@@ -473,7 +473,7 @@ void heap_orphans_tidy(void) {
 static void heap_thread_exit(void *value) {
     heap_t *heap = value;
     if (!heap || heap != tls_heap) return;
-    heap_foreign_flush(heap);  /* other heaps' blocks go home */
+    heap_borrow_return(heap);  /* other heaps' blocks go home */
     tls_heap = &heap_empty;    /* later frees in this thread take the remote path */
     /* Abandoned now, segment by segment, when nothing is kept (a zero
      * delay), and where pages must be on their thread's node (STRATA_NUMA=

@@ -82,9 +82,9 @@
  *   check  the next free block XOR-ed with the page's key.
  *
  * Every page's key ^ link_key is the same per-process random word,
- * strata_free_sum (top bit set), and so is that of the foreign caches'
+ * strata_free_sum (top bit set), and so is that of the borrow caches'
  * pseudo pages: link ^ check == strata_free_sum means "free", whichever
- * list the block waits on — its page's, a foreign cache of another thread,
+ * list the block waits on — its page's, a borrow cache of another thread,
  * or its heap's hand-over list.  So a second free is caught wherever the
  * first one put the block, by the owner's fast path too (one compare), as
  * glibc catches its tcache's double frees by a per-process key in the
@@ -346,8 +346,8 @@ typedef struct page_queue_s {
 } page_queue_t;
 
 #define QUEUE_FULL (CLASS_COUNT + 1)
-#define FOREIGN_CLASSES 33   /* classes 1..32: up to DIRECT_MAX (1 KiB) */
-#define FOREIGN_CAP 8
+#define BORROW_CLASSES 33   /* classes 1..32: up to DIRECT_MAX (1 KiB) */
+#define BORROW_CAP 8
 
 typedef struct heap_s {
     page_t *direct[DIRECT_SLOTS];           /* small sizes: page to pop from */
@@ -361,8 +361,8 @@ typedef struct heap_s {
     _Atomic(uint32_t) delayed_pushes;
     /* The owner's passes through malloc's refill (alloc.c) and its own
      * remote frees (free.c), each made visible by a locked instruction
-     * before the owner reads a block again: a foreign cache uses a block
-     * it claimed only once the block's owner passed since (foreign.c), so
+     * before the owner reads a block again: a borrow cache uses a block
+     * it claimed only once the block's owner passed since (borrow.c), so
      * no free of that block the owner began before the claim can still be
      * writing it (x86-64's store order; see docs/notes/integrity.md). */
     _Atomic(uint32_t) passes;
@@ -423,44 +423,44 @@ typedef struct heap_s {
     _Atomic(int) tid;
     _Atomic(uint64_t) asleep_asked_at;      /* us (os_now_ns / 1000) */
     _Atomic(uint32_t) awake_answers;        /* found awake in a row: asked less often */
-    /* Foreign blocks (free.c): blocks of other heaps this thread freed,
-     * kept (FOREIGN_CAP per class, up to 1 KiB) to serve its own next
+    /* Borrowed blocks (free.c): blocks of other heaps this thread freed,
+     * kept (BORROW_CAP per class, up to 1 KiB) to serve its own next
      * mallocs of the class, as a pseudo page the fast path pops like any
      * other (heap_direct_update points direct[] at it while it holds some).
-     * capacity counts pushes, used pops.  Made on the heap's first foreign
-     * free (foreign.c), NULL until then: the pseudo pages are half of what
+     * capacity counts pushes, used pops.  Made on the heap's first remote
+     * free (borrow.c), NULL until then: the pseudo pages are half of what
      * a heap would weigh, and a thread that never frees another's blocks
      * (most threads of most programs) never needs them.  Kept with the
      * struct when it is reused. */
-    struct foreign_cache_s *foreign;
+    struct borrow_cache_s *borrowed;
 } heap_t;
 
-/* A block a foreign free claimed, waiting to join its class's cache
- * (foreign.c): who owned its page then, and that heap's passes. */
-typedef struct foreign_slot_s {
+/* A block a remote free claimed, waiting to join its class's cache
+ * (borrow.c): who owned its page then, and that heap's passes. */
+typedef struct borrow_slot_s {
     block_t *block;
     struct heap_s *owner;
     uint32_t passes;
-} foreign_slot_t;
+} borrow_slot_t;
 
-/* The raw link a block claimed for slot s holds (free.c, foreign.c). */
-static inline uintptr_t foreign_slot_raw(const foreign_slot_t *s) { return (uintptr_t)s | REMOTE_TAG; }
+/* The raw link a block claimed for slot s holds (free.c, borrow.c). */
+static inline uintptr_t borrow_slot_raw(const borrow_slot_t *s) { return (uintptr_t)s | REMOTE_TAG; }
 
-typedef struct foreign_cache_s {
-    page_t page[FOREIGN_CLASSES];
-    foreign_slot_t slot[FOREIGN_CLASSES][FOREIGN_CAP];
-    uint8_t waiting[FOREIGN_CLASSES];   /* slots in use; FOREIGN_CAP + 1: flushing, take none */
+typedef struct borrow_cache_s {
+    page_t page[BORROW_CLASSES];
+    borrow_slot_t slot[BORROW_CLASSES][BORROW_CAP];
+    uint8_t waiting[BORROW_CLASSES];   /* slots in use; BORROW_CAP + 1: flushing, take none */
     /* The last owner whose blocks went home from a settle because it had
-     * not passed, and its passes then (free.c's foreign_put). */
+     * not passed, and its passes then (free.c's borrow_put). */
     struct heap_s *stalled;
     uint32_t stalled_passes;
-} foreign_cache_t;
+} borrow_cache_t;
 
-/* The heap's foreign pseudo page of class c, made on first use; NULL when
+/* The heap's borrow pseudo page of class c, made on first use; NULL when
  * its memory cannot be had (the block goes home instead). */
-page_t *heap_foreign_make(heap_t *heap, uint32_t c);
-static inline page_t *heap_foreign_cache(heap_t *heap, uint32_t c) {
-    return likely(heap->foreign != NULL) ? &heap->foreign->page[c] : heap_foreign_make(heap, c);
+page_t *heap_borrow_make(heap_t *heap, uint32_t c);
+static inline page_t *heap_borrow_cache(heap_t *heap, uint32_t c) {
+    return likely(heap->borrowed != NULL) ? &heap->borrowed->page[c] : heap_borrow_make(heap, c);
 }
 
 extern heap_t heap_empty;
@@ -559,10 +559,10 @@ int heap_owner_asleep(heap_t *heap);
 uint32_t heap_take_segments(heap_t *from, heap_t *to, bool *others);
 bool heap_take_over_sleepers(heap_t *heap);
 void *heap_meta_alloc(size_t size);   /* heap metadata, never freed (reused with its heap) */
-void foreign_init_process(void);
-void heap_foreign_init(heap_t *heap);
-void heap_foreign_flush(heap_t *heap);
-size_t heap_foreign_check(const heap_t *heap);   /* strata_heap_check (foreign.c) */
+void borrow_init_process(void);
+void heap_borrow_init(heap_t *heap);
+void heap_borrow_return(heap_t *heap);
+size_t heap_borrow_check(const heap_t *heap);   /* strata_heap_check (borrow.c) */
 bool heap_owner_idle(const heap_t *heap);
 
 /* page.c */
@@ -669,7 +669,7 @@ void strata_free_generic(void *p, page_t *page, const char *call);
 void free_remote(page_t *page, block_t *b);   /* b is this caller's alone: plain stores */
 void free_remote_claimed(page_t *page, block_t *b, uintptr_t raw);   /* b as block_claim left it (raw) */
 bool block_claim(page_t *page, block_t *b, uintptr_t raw, const void *p, const char *call);
-void heap_foreign_settle(heap_t *heap, uint32_t c);   /* foreign.c: claimed blocks join the cache */
+void heap_borrow_settle(heap_t *heap, uint32_t c);   /* borrow.c: claimed blocks join the cache */
 void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size, bool zero);
 size_t strata_usable_size_of(const void *p);
 /* Usable size of the live block p starts, or 0 after reporting (as call) that

@@ -15,10 +15,10 @@
 static void *own_blocks_only(void *arg) {
     (void)arg;
     for (int i = 0; i < 1000; i++) free(malloc(16 + (size_t)(i % 64) * 16));
-    return (void *)tls_heap->foreign;
+    return (void *)tls_heap->borrowed;
 }
 
-/* A thread that frees only its own blocks has no foreign cache. */
+/* A thread that frees only its own blocks has no borrow cache. */
 static void heap_without_foreign_frees_is_small(void) {
     CHECK(sizeof(heap_t) <= 5 * 1024);
     pthread_t t;
@@ -28,7 +28,7 @@ static void heap_without_foreign_frees_is_small(void) {
     CHECK(fc == NULL);
 }
 
-static void *blocks[FOREIGN_CAP + 1];   /* the main thread's */
+static void *blocks[BORROW_CAP + 1];   /* the main thread's */
 static void *threads_block;               /* the thread's, freed by the main thread */
 static pthread_barrier_t pass, passed;
 
@@ -39,27 +39,27 @@ static void *free_foreign_blocks(void *arg) {
     (void)arg;
     free(malloc(48));   /* a heap of its own first */
     threads_block = malloc(64);
-    void *before = (void *)tls_heap->foreign;
-    for (int i = 0; i < FOREIGN_CAP; i++) free(blocks[i]);
+    void *before = (void *)tls_heap->borrowed;
+    for (int i = 0; i < BORROW_CAP; i++) free(blocks[i]);
     pthread_barrier_wait(&pass);
     pthread_barrier_wait(&passed);
-    free(blocks[FOREIGN_CAP]);
+    free(blocks[BORROW_CAP]);
     int served = 0;
-    void *got[FOREIGN_CAP];
-    for (int i = 0; i < FOREIGN_CAP; i++) {
+    void *got[BORROW_CAP];
+    for (int i = 0; i < BORROW_CAP; i++) {
         got[i] = malloc(48);
-        for (int j = 0; j < FOREIGN_CAP; j++) served += got[i] == blocks[j];
+        for (int j = 0; j < BORROW_CAP; j++) served += got[i] == blocks[j];
     }
-    for (int i = 0; i < FOREIGN_CAP; i++) free(got[i]);
-    return before == NULL && tls_heap->foreign != NULL && served == FOREIGN_CAP ? (void *)1 : NULL;
+    for (int i = 0; i < BORROW_CAP; i++) free(got[i]);
+    return before == NULL && tls_heap->borrowed != NULL && served == BORROW_CAP ? (void *)1 : NULL;
 }
 
 /* The cache is made on the first foreign free and serves as before: the
  * blocks freed here come back to this thread's next mallocs of the class. */
-static void foreign_cache_made_on_first_foreign_free(void) {
+static void borrow_cache_made_on_first_remote_free(void) {
     pthread_t b;
     void *ok = NULL;
-    for (int i = 0; i <= FOREIGN_CAP; i++) blocks[i] = malloc(48);
+    for (int i = 0; i <= BORROW_CAP; i++) blocks[i] = malloc(48);
     pthread_barrier_init(&pass, NULL, 2);
     pthread_barrier_init(&passed, NULL, 2);
     CHECK(pthread_create(&b, NULL, free_foreign_blocks, NULL) == 0);
@@ -164,7 +164,7 @@ static void sizes_in_turn_keep_their_pages(void) {
 int main(void) {
     free(malloc(1));
     RUN(heap_without_foreign_frees_is_small);
-    RUN(foreign_cache_made_on_first_foreign_free);
+    RUN(borrow_cache_made_on_first_remote_free);
     RUN(returned_blocks_are_used_before_fresh_ones);
     RUN(sizes_in_turn_keep_their_pages);
     return check_failures != 0;

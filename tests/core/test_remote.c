@@ -7,9 +7,9 @@
  * has passed, nearly all after strata_release().  Then
  * the owner wakes and allocates and frees the same again, every block
  * checked, so the pages the freeing thread emptied for it are reused
- * correctly.  Also the foreign caches: a block of another thread's heap
+ * correctly.  Also the borrow caches: a block of another thread's heap
  * freed here serves this thread's next malloc of its class (at most
- * FOREIGN_CAP per class are held), goes home when this thread exits, and a
+ * BORROW_CAP per class are held), goes home when this thread exits, and a
  * second free of it while held is caught.  Linked statically, so malloc
  * here is Strata's. */
 #include <pthread.h>
@@ -139,7 +139,7 @@ static void owner_in_cond_wait(void) {
     pthread_join(p, NULL);
 }
 
-/* ---- foreign caches ---- */
+/* ---- borrow caches ---- */
 enum { KEEP = 64 };
 static void *theirs[KEEP];
 static pthread_barrier_t made, done;
@@ -174,7 +174,7 @@ static int mallocs_of_theirs(void **mine, int from, int to) {
     return hits;
 }
 
-static void foreign_blocks_serve_this_threads_mallocs(void) {
+static void borrowed_blocks_serve_this_threads_mallocs(void) {
     pthread_barrier_init(&made, NULL, 2);
     pthread_barrier_init(&pass, NULL, 2);
     pthread_barrier_init(&passed, NULL, 2);
@@ -189,13 +189,13 @@ static void foreign_blocks_serve_this_threads_mallocs(void) {
      * once it passed.  A batch settles one free after it filled. */
     while (!os_thread_blocked(holder_tid)) sched_yield();
     void *mine[KEEP], *mine2[KEEP];
-    for (int i = 0; i < 2 * FOREIGN_CAP + 1; i++) free(theirs[i]);
+    for (int i = 0; i < 2 * BORROW_CAP + 1; i++) free(theirs[i]);
     int asleep_hits = mallocs_of_theirs(mine, 0, KEEP);
     fprintf(stderr, "owner asleep: %d of %d mallocs were blocks of the other thread\n", asleep_hits, KEEP);
     CHECK(asleep_hits == 0);
-    /* The owner passes (its blocks are kept again), a batch of FOREIGN_CAP
+    /* The owner passes (its blocks are kept again), a batch of BORROW_CAP
      * is freed, the owner passes, and one more free settles the batch. */
-    int from = 2 * FOREIGN_CAP + 1, to = from + FOREIGN_CAP;
+    int from = 2 * BORROW_CAP + 1, to = from + BORROW_CAP;
     pthread_barrier_wait(&pass);
     pthread_barrier_wait(&passed);
     for (int i = from; i < to; i++) free(theirs[i]);
@@ -204,8 +204,8 @@ static void foreign_blocks_serve_this_threads_mallocs(void) {
     free(theirs[to]);
     int hits = mallocs_of_theirs(mine2, from, to);
     fprintf(stderr, "owner passed: %d of %d mallocs were blocks of the other thread (cap %d)\n", hits, KEEP,
-            FOREIGN_CAP);
-    CHECK(hits == FOREIGN_CAP);
+            BORROW_CAP);
+    CHECK(hits == BORROW_CAP);
     for (int i = 0; i < KEEP; i++) free(mine[i]);
     for (int i = 0; i < KEEP; i++) free(mine2[i]);
     for (int i = to + 1; i < KEEP; i++) free(theirs[i]);
@@ -240,7 +240,7 @@ static void held_blocks_go_home_at_thread_exit(void) {
     CHECK(page->used + KEEP == before);
 }
 
-/* A second free of a block held in a foreign cache is a double free. */
+/* A second free of a block held in a borrow cache is a double free. */
 static void double_free_of_a_held_block_is_caught(void) {
     pid_t pid = fork();
     if (pid == 0) {
@@ -267,7 +267,7 @@ int main(void) {
     CHECK(blocks != NULL);
     RUN(owner_in_join);
     RUN(owner_in_cond_wait);
-    RUN(foreign_blocks_serve_this_threads_mallocs);
+    RUN(borrowed_blocks_serve_this_threads_mallocs);
     RUN(held_blocks_go_home_at_thread_exit);
     RUN(double_free_of_a_held_block_is_caught);
     free(blocks);

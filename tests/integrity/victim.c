@@ -57,7 +57,7 @@ static void malloc_many(size_t size, int n) {
 
 /* ---- Another thread frees main's block first (xthread_then_owner) ----
  * The thread has a heap of its own and stays alive, so its free may keep
- * the block (a foreign cache) or hand it over; then main frees it too.  In
+ * the block (a borrow cache) or hand it over; then main frees it too.  In
  * warn mode both threads then allocate the size while holding everything:
  * no pointer may come back twice. */
 static size_t first_size;
