@@ -578,7 +578,7 @@ static void page_give_back_emptied(heap_t *heap, page_queue_t *q, page_t *page) 
  * Under the heap lock (the full queue); only with a limit (the caller
  * checks os_as_limit, which caches it). */
 #define FULL_WALK_MAX 256
-static page_t *page_first_yields(heap_t *heap, uint32_t cls, bool *big) {
+static noinline page_t *page_first_yields(heap_t *heap, uint32_t cls, bool *big) {
     /* Bounded: past that many full pages the class counts as having one. */
     uint32_t n = 0;
     for (const page_t *p = heap->queues[QUEUE_FULL].first; p; p = p->next)
