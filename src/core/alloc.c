@@ -209,11 +209,13 @@ static noinline void *malloc_generic_full(heap_t *heap, size_t size, bool zero) 
         (page != heap->class_page[cls] && (!strata_check_mode || numa_misplaced(numa_heap_node(heap), page)))) {
         heap_maintain(heap);
         page = page_find_free(heap, cls);
-        /* No page and no segment to be had (address space ran out: the
-         * reclaim hooks and this heap's own empty segments were tried):
-         * the large tier carves the block alone, from a reservation as
-         * small as the request (a page of the class would need 64 KiB or
-         * 512 KiB of address space at once), or says ENOMEM itself. */
+        /* No page to be had (address space ran out: the reclaim hooks and
+         * this heap's own empty segments were tried), or none opened for a
+         * class without one while the address space left is tight
+         * (page_first_yields): the large tier carves the block alone, from
+         * a reservation as small as the request (a page of the class would
+         * need 64 KiB or 512 KiB of address space at once), or says ENOMEM
+         * itself. */
         if (!page) return big_noted(big_alloc(heap, asked, 16, zero), asked);
         heap_direct_update(heap, cls);
     }

@@ -561,6 +561,56 @@ static void page_give_back_emptied(heap_t *heap, page_queue_t *q, page_t *page) 
     segment_page_free(heap, page);
 }
 
+/* Under an address-space limit (ulimit -v), what a class with no page
+ * yet does instead of opening one (page_find_free).  A class's first page
+ * is 64 KiB (a medium one 512 KiB) of address space held for what may be
+ * one block: a program that touches many classes once (an interpreter
+ * starting) has a page open for each, and near the limit those pages hold
+ * the room its own mappings need.  The rule weighs the pages every class
+ * of the kind without one could still ask for against an eighth of the
+ * room left (the share segments are sized by, segment.c): while they
+ * would take more, the class borrows a block from the page of a larger
+ * class of the kind, at most twice its size (half a block wasted, where a
+ * page of its own would hold 64 KiB), that has one to give without new
+ * memory; and when a single page is more than that eighth, and the
+ * heap's segments hold no unused page (which costs no new address
+ * space), the caller has the large tier carve the block alone (*big).
+ * A class that has pages (full ones: a program filling memory with it)
+ * opens the next one as before, so a fill is not moved.  Returns the page
+ * to pop from, or NULL: open a page (or, with *big, the large tier).
+ * Under the heap lock (the full queue); only with a limit (the caller
+ * checks os_as_limit, which caches it). */
+#define FULL_WALK_MAX 256
+static noinline page_t *page_first_yields(heap_t *heap, uint32_t cls, bool *big) {
+    /* Bounded: past that many full pages the class counts as having one. */
+    uint32_t n = 0;
+    for (const page_t *p = heap->queues[QUEUE_FULL].first; p; p = p->next)
+        if (p->class_idx == cls || ++n > FULL_WALK_MAX) return NULL;
+    segment_kind kind = class_kind(cls);
+    uint32_t top = class_of(SMALL_CLASS_MAX_SIZE);
+    uint32_t lo = kind == SEG_SMALL ? 1 : top + 1, hi = kind == SEG_SMALL ? top : CLASS_COUNT;
+    size_t pageless = 0;
+    for (uint32_t c = lo; c <= hi; c++) pageless += heap->queues[c].first == NULL;
+    unsigned shift = kind == SEG_SMALL ? SMALL_PAGE_SHIFT : MEDIUM_PAGE_SHIFT;
+    size_t room = os_as_free() / 8;
+    if (pageless << shift <= room) return NULL;
+    int node = numa_heap_node(heap);
+    for (uint32_t c = cls + 1; c <= hi && class_size[c] <= 2 * (size_t)class_size[cls]; c++) {
+        page_t *p = heap->queues[c].first;
+        /* In use (not a kept page the background purge may claim), ours. */
+        if (!p || p->used == 0 || p->purge_at != 0 || numa_misplaced(node, p)) continue;
+        if (!p->free && p->local_free) {
+            p->free = p->local_free;
+            p->local_free = NULL;
+        }
+        if (!p->free) page_extend(p);
+        if (p->free) return p;
+    }
+    const segment_t *s = heap->segments[kind];   /* ones with free pages first */
+    *big = ((size_t)1 << shift) > room && !(s && s->used_pages < s->page_count);
+    return NULL;
+}
+
 /* Finds (or makes) a page of class cls with a free block, first in queue.
  * Pages found full on the way go to the full queue.  Blocks carved already
  * come before fresh ones: every page of the class is collected before a
@@ -662,6 +712,14 @@ search:;
         heap_unlock(heap);
         taken = true;
         goto search;
+    }
+    if (unlikely(!q->first) && unlikely(os_as_limit() != SIZE_MAX)) {
+        bool big = false;
+        page_t *lent = page_first_yields(heap, cls, &big);
+        if (lent || big) {
+            heap_unlock(heap);
+            return lent;
+        }
     }
     page = segment_page_alloc(heap, cls);
     if (page) {
