@@ -20,6 +20,7 @@ static void prepare(void) {
     heap_fork_prepare();
     large_fork_prepare();
     prof_fork_prepare();
+    purge_thread_fork_prepare();
 }
 
 static void parent(void) {
@@ -34,7 +35,7 @@ static void child(void) {
     large_fork_child();
     segment_fork_child();
     heap_fork_child();
-    purge_thread_fork_child();   /* no background purge here: started again when needed */
+    purge_thread_fork_child();
 }
 
 void fork_handlers_install(void) {

@@ -530,6 +530,7 @@ void purge_thread_want(void);
 extern STRATA_TLS unsigned strata_in_realloc;   /* api.c: no purge thread is started inside realloc */
 void purge_thread_libc_ready(void);
 void purge_thread_at_exit(void);
+void purge_thread_fork_prepare(void);
 void purge_thread_fork_child(void);
 bool purge_thread_running(void);
 uint64_t purge_thread_passes(void);

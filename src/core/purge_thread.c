@@ -28,8 +28,9 @@
  *    the process (main called pthread_exit: the process must end as it
  *    would without it; asked after a one-second sleep) or after exit()
  *    began;
- *  - a child of fork has no such thread: its state is reset there, and the
- *    child starts its own when it has freed enough.
+ *  - a child of fork has no such thread: its state is reset there; the
+ *    child of a single-threaded process starts its own when it has freed
+ *    enough, the child of one with threads never does (purge_thread_fork_child).
  */
 #define _GNU_SOURCE 1   /* pthread_setname_np */
 #include "internal.h"
@@ -41,12 +42,14 @@
 #include "../large/large.h"
 #include "../stats/stats.h"
 
-enum { BG_NONE, BG_STARTING, BG_RUNNING };
+/* BG_NEVER: a child forked from a process with threads (fork_child). */
+enum { BG_NONE, BG_STARTING, BG_RUNNING, BG_NEVER };
 static _Atomic(int) bg_state;
 static _Atomic(bool) libc_ready;
 static _Atomic(bool) exiting;
 static _Atomic(uint64_t) start_failed_at;   /* ms; a failed start is tried again a second later */
 static _Atomic(pid_t) start_pid;   /* the process that may start it (bg_may_start) */
+static bool fork_threaded;         /* at the fork being made: the process had threads */
 /* The thread sleeps on this word; the process tick bumps it when the
  * thread is in a long (backed-off) sleep. */
 static _Atomic(uint32_t) wake_word;
@@ -205,9 +208,21 @@ void purge_thread_at_exit(void) {
     atomic_store_explicit(&exiting, true, memory_order_relaxed);
 }
 
+/* Called by fork's prepare handler: whether the process has threads now
+ * (this one, one that allocated, or the background thread). */
+void purge_thread_fork_prepare(void) {
+    fork_threaded = atomic_load_explicit(&bg_state, memory_order_acquire) != BG_NONE ||
+                    atomic_load_explicit(&stats.threads, memory_order_relaxed) > 1;
+}
+
+/* The child of a process that had threads never starts one: until it
+ * execs it may call only async-signal-safe functions, which pthread_create
+ * is not (ThreadSanitizer kills such a child), as jemalloc's background
+ * threads stay off in a forked child.  Its allocating paths still purge.
+ * The child of a single-threaded process starts its own when it needs one. */
 void purge_thread_fork_child(void) {
     atomic_store_explicit(&start_pid, getpid(), memory_order_relaxed);
-    atomic_store_explicit(&bg_state, BG_NONE, memory_order_relaxed);
+    atomic_store_explicit(&bg_state, fork_threaded ? BG_NEVER : BG_NONE, memory_order_relaxed);
     atomic_store_explicit(&sleeping_long, false, memory_order_relaxed);
     atomic_store_explicit(&start_failed_at, 0, memory_order_relaxed);
 }

@@ -6,9 +6,10 @@
  * owner slept are whole again when it uses them.  The thread is not there
  * before the program frees anything, nor in a short program, nor in a
  * short command run under the preload, nor in a forked child that frees
- * little (which may then exec or unshare); the option turns it off and
- * on, a forked child that frees much gets its own, and a program whose
- * main thread calls pthread_exit still ends.
+ * little (which may then exec or unshare), nor in any child forked while
+ * the process has threads; the option turns it off and on, the child of
+ * a single-threaded process that frees much gets its own, and a program
+ * whose main thread calls pthread_exit still ends.
  *
  * No timed assertion: each drop is polled for up to 20 s (the purge delay
  * is 10 ms); the one thing checked over a fixed time is that nothing goes
@@ -101,17 +102,20 @@ static void the_option_turns_it_off_and_on(void) {
     CHECK(on <= base + 32 * MIB);
 }
 
-static void a_forked_child_purges_too(void) {
+static int run_status(pid_t pid);
+
+/* A child forked while the process has threads starts no thread of its
+ * own, however much it frees: until it execs it may call only
+ * async-signal-safe functions (pthread_create is none). */
+static void a_child_of_a_threaded_process_starts_none(void) {
+    CHECK(proc_thread_count() >= 2);
     pid_t pid = fork();
     if (pid == 0) {
-        size_t b = rss();
         churn(100);
-        size_t r = wait_rss_below(b + 32 * MIB);
-        _exit(r <= b + 32 * MIB && proc_thread_count() == 2 ? 0 : 1);
+        usleep(300 * 1000);
+        _exit(proc_thread_count() == 1 ? 0 : 1);
     }
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(run_status(pid) == 0);
 }
 
 /* Pages the purge gave back while their owner slept (kept pages of every
@@ -245,12 +249,37 @@ static void pthread_exit_from_main_still_ends_the_process(void) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Run in a fresh process (one thread): its forked child that frees much
+ * starts a thread of its own and gives the memory back while it sleeps. */
+static int fork_from_a_single_thread(void) {
+    if (proc_thread_count() != 1) return 2;
+    pid_t pid = fork();
+    if (pid == 0) {
+        size_t b = rss();
+        churn(100);
+        size_t r = wait_rss_below(b + 32 * MIB);
+        _exit(r <= b + 32 * MIB && proc_thread_count() == 2 ? 0 : 1);
+    }
+    return run_status(pid);
+}
+
+static void a_child_of_a_single_threaded_process_purges(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_background_purge", "single", (char *)NULL);
+        _exit(127);
+    }
+    CHECK(run_status(pid) == 0);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "short") == 0) return short_program();
+    if (argc > 1 && strcmp(argv[1], "single") == 0) return fork_from_a_single_thread();
     RUN(no_thread_before_anything_is_freed);
     RUN(freed_memory_goes_back_while_the_thread_sleeps);
     RUN(the_option_turns_it_off_and_on);
-    RUN(a_forked_child_purges_too);
+    RUN(a_child_of_a_threaded_process_starts_none);
+    RUN(a_child_of_a_single_threaded_process_purges);
     RUN(purged_pages_are_whole_when_used_again);
     RUN(a_short_program_has_no_thread);
     RUN(short_commands_under_the_preload);
