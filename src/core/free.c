@@ -235,14 +235,15 @@ static inline int borrow_put(heap_t *heap, page_t *page, heap_t *owner) {
  * the claim (read after it: see heap_t.passes).  The blocks join the
  * cache, which the fast path is then pointed at, once BORROW_CAP wait,
  * the cache has served the last batch and one more block comes
- * (borrow_put): one switch each way per
- * BORROW_CAP blocks, not per block (a switch per block cost a server
- * whose threads free each other's blocks a third more time).  (A tail call: the path that keeps blocks sets up no
- * frame.) */
+ * (borrow_put): one switch each way per BORROW_CAP blocks, not per
+ * block (a switch per block cost a server whose threads free each
+ * other's blocks a third more time).  (A tail call: the path that keeps
+ * blocks sets up no frame.) */
 static inline void borrow_push(heap_t *heap, page_t *page, block_t *b, heap_t *owner) {
     uint32_t c = page->class_idx;
     borrow_cache_t *fc = heap->borrowed;                /* (made by borrow_put) */
-    borrow_slot_t *s = &fc->slot[c][fc->waiting[c]++];
+    borrow_slot_t *s = borrow_slot_next(fc, c);
+    fc->waiting[c]++;
     s->block = b;
     s->owner = owner;
     s->passes = atomic_load_explicit(&owner->passes, memory_order_seq_cst);
@@ -251,7 +252,8 @@ static inline void borrow_push(heap_t *heap, page_t *page, block_t *b, heap_t *o
 /* The first block for an empty cache: kept unless this is a NUMA machine
  * (the block may be another node's). */
 static noinline void free_borrow_first(heap_t *heap, page_t *page, block_t *b, heap_t *owner) {
-    if (os_numa_node_count() > 1) free_remote_claimed(page, b, borrow_slot_raw(&heap->borrowed->slot[page->class_idx][0]));
+    if (os_numa_node_count() > 1)
+        free_remote_claimed(page, b, borrow_slot_raw(borrow_slot_next(heap->borrowed, page->class_idx)));
     else borrow_push(heap, page, b, owner);
 }
 
@@ -411,7 +413,7 @@ STRATA_NO_SLP static noinline void free_class_generic(void *p, page_t *page, con
              * (one CAS for both, as a rule), or its slot in the cache. */
             uintptr_t raw = REMOTE_TAG;
             if (fits == BORROW_NO) raw |= atomic_load_explicit(&page->thread_free, memory_order_relaxed) & ~(uintptr_t)3;
-            else raw |= (uintptr_t)&self->borrowed->slot[page->class_idx][self->borrowed->waiting[page->class_idx]];
+            else raw = borrow_slot_raw(borrow_slot_next(self->borrowed, page->class_idx));
             if (unlikely(!block_claim(page, b, raw, p, call))) return;
             if (fits == BORROW_TAKEN) borrow_push(self, page, b, owner);
             else if (fits == BORROW_FIRST) free_borrow_first(self, page, b, owner);

@@ -456,6 +456,9 @@ typedef struct borrow_cache_s {
     uint32_t stalled_passes;
 } borrow_cache_t;
 
+/* The slot class c's next claimed block waits in. */
+static inline borrow_slot_t *borrow_slot_next(borrow_cache_t *fc, uint32_t c) { return &fc->slot[c][fc->waiting[c]]; }
+
 /* The heap's borrow pseudo page of class c, made on first use; NULL when
  * its memory cannot be had (the block goes home instead). */
 page_t *heap_borrow_make(heap_t *heap, uint32_t c);

@@ -599,10 +599,7 @@ static noinline page_t *page_first_yields(heap_t *heap, uint32_t cls, bool *big)
         page_t *p = heap->queues[c].first;
         /* In use (not a kept page the background purge may claim), ours. */
         if (!p || p->used == 0 || p->purge_at != 0 || numa_misplaced(node, p)) continue;
-        if (!p->free && p->local_free) {
-            p->free = p->local_free;
-            p->local_free = NULL;
-        }
+        if (!p->free) page_collect(p);
         if (!p->free) page_extend(p);
         if (p->free) return p;
     }
