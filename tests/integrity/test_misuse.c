@@ -13,7 +13,8 @@
  * someone else's block): mallocs and the planted frees are serialized by
  * one lock, under which the test keeps its set of live blocks and a ring of
  * blocks freed lately; a planted free takes a block of the ring that is
- * not live.  Frees themselves run concurrently.
+ * not live, and a double free at once holds that lock from the first free
+ * to the second.  Other frees run concurrently.
  *
  * usage: integrity_misuse abort|warn [RUNS]
  * Each run is a child with its own seed and a 10 s alarm.  abort: the
@@ -138,6 +139,18 @@ static void free_stamped(uint64_t *p, size_t words, uint64_t tag) {
     pthread_mutex_unlock(&reg);
 }
 
+/* A double free at once: the lock that serializes mallocs is held from the
+ * first free to the second, so no thread can have been handed the block in
+ * between (the second free would then be a valid free of its block). */
+static void free_twice(uint64_t *p, size_t words, uint64_t tag) {
+    verify(p, words, tag);
+    pthread_mutex_lock(&reg);
+    live_remove(p);
+    free(p);
+    plant_free(p);
+    pthread_mutex_unlock(&reg);
+}
+
 /* A double free, later: a block of the ring that is not live (planted). */
 static void free_again_later(uint64_t r) {
     pthread_mutex_lock(&reg);
@@ -163,8 +176,7 @@ static void *worker(void *arg) {
         if (plant == 1) {                            /* double free of a block of its own */
             size_t words;
             uint64_t *p = alloc_stamped(&x, &words, tag);
-            free_stamped(p, words, tag);
-            plant_free(p);
+            free_twice(p, words, tag);
             continue;
         }
         if (plant == 5) {
@@ -191,12 +203,8 @@ static void *worker(void *arg) {
             s->tag = tag;
         }
         pthread_mutex_unlock(&s->lock);
-        if (p) {
-            free_stamped(p, words, want);
-            if (plant == 2) {                        /* double free at once, often of another thread's block */
-                plant_free(p);
-            }
-        }
+        if (p && plant == 2) free_twice(p, words, want);   /* at once, often of another thread's block */
+        else if (p) free_stamped(p, words, want);
     }
     heap_problems += (long)strata_heap_check();
     return NULL;
