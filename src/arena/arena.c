@@ -18,15 +18,30 @@ typedef union unit_u {
     union unit_u *next_free;
 } unit;
 
+/* Chunks grow with use, each as big as all before it, from 4 KiB to
+ * POOL_CHUNK: an arena that holds a few blocks (the large tier's under an
+ * address-space limit, a small device arena) maps a page of metadata, not
+ * 64 KiB. */
 #define POOL_CHUNK ((size_t)64 * 1024)
+#define POOL_FIRST ((size_t)4096)
+typedef struct pool_chunk_s {   /* the first unit of a chunk */
+    void *next;
+    size_t size;
+} pool_chunk;
+_Static_assert(sizeof(pool_chunk) <= sizeof(unit), "a chunk's first unit holds its link and size");
 
 static bool pool_grow(arena_t *a) {
-    char *c = a->ops.meta_map(POOL_CHUNK, a->ops.ctx);
+    size_t size = POOL_FIRST, have = 0;
+    for (const pool_chunk *k = a->pool_chunks; k && have < POOL_CHUNK; k = k->next) have += k->size;
+    while (size < have && size < POOL_CHUNK) size *= 2;
+    char *c = a->ops.meta_map(size, a->ops.ctx);
     if (!c) return false;
     /* The first unit of a chunk links the chunks for destroy. */
-    *(void **)c = a->pool_chunks;
+    pool_chunk *k = (pool_chunk *)c;
+    k->next = a->pool_chunks;
+    k->size = size;
     a->pool_chunks = c;
-    for (size_t off = sizeof(unit); off + sizeof(unit) <= POOL_CHUNK; off += sizeof(unit)) {
+    for (size_t off = sizeof(unit); off + sizeof(unit) <= size; off += sizeof(unit)) {
         unit *u = (unit *)(c + off);
         u->next_free = a->pool_free;
         a->pool_free = u;
@@ -119,10 +134,10 @@ void arena_destroy(arena_t *a) {
     for (aregion *r = a->regions; r; r = r->next)
         if (r->grown && a->ops.shrink) a->ops.shrink((void *)r->base, r->end - r->base, a->ops.ctx);
     addrmap_release(&a->by_addr, a->ops.meta_unmap, a->ops.ctx);
-    void *c = a->pool_chunks;
+    pool_chunk *c = a->pool_chunks;
     while (c) {
-        void *next = *(void **)c;
-        if (a->ops.meta_unmap) a->ops.meta_unmap(c, POOL_CHUNK, a->ops.ctx);
+        pool_chunk *next = c->next;
+        if (a->ops.meta_unmap) a->ops.meta_unmap(c, c->size, a->ops.ctx);
         c = next;
     }
     memset(a, 0, sizeof *a);

@@ -60,17 +60,24 @@ void heap_init_process(void) {
  * with one thread). */
 static void *meta_carve(size_t size) {
     static uint8_t *batch_next, *batch_end;
+    static size_t carved;   /* bytes of all batches so far */
     size = (size + 63) & ~(size_t)63;   /* cache-line aligned */
     if (!batch_next || batch_end - batch_next < (ptrdiff_t)size) {
-        /* Under an address-space limit at most an eighth of what is left,
-         * as segments and reservations, down to what the request needs. */
-        size_t batch = 256 * 1024, room = os_as_limit() == SIZE_MAX ? SIZE_MAX : os_as_free() / 8;
-        while (batch / 2 >= size && batch > room) batch /= 2;
+        /* Under an address-space limit the batches grow with use (each as
+         * big as all before it, from one request), and none takes more
+         * than an eighth of what is left, as segments and reservations:
+         * a program with one thread holds a few KiB there, not 256. */
+        size_t batch = 256 * 1024;
+        if (os_as_limit() != SIZE_MAX) {
+            size_t room = os_as_free() / 8;
+            while (batch / 2 >= size && (batch > room || batch / 2 >= carved)) batch /= 2;
+        }
         batch = (batch + os_page_size() - 1) & ~(os_page_size() - 1);
         uint8_t *mem = os_alloc_aligned(batch, os_page_size());
         if (!mem) return NULL;
         batch_next = mem;
         batch_end = mem + batch;
+        carved += batch;
     }
     void *p = batch_next;
     batch_next += size;

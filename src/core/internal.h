@@ -207,6 +207,7 @@ typedef struct segment_s {
     uint32_t used_pages;
     int numa_node;
     uint32_t huge;            /* MADV_HUGEPAGE applied */
+    uint32_t grow_blocked;    /* another mapping sits past the extent (segment_grow) */
     size_t extent;            /* bytes mapped from the start: SEGMENT_SIZE but under
                                  an address-space limit (segment.c) */
     struct segment_s *next, *prev;   /* heap's list, abandoned list or cache */

@@ -198,6 +198,42 @@ static size_t segment_extent_wanted(const heap_t *heap, segment_kind kind) {
     return e < SEGMENT_SIZE ? e : SEGMENT_SIZE;
 }
 
+/* Under an address-space limit, when a heap needs a page of a kind and
+ * its segments have none free, the page past a segment's extent is mapped
+ * in place if nothing took that address: a page for the cost of its own
+ * bytes, where a fresh segment costs a header and, its extent doubling, up
+ * to as much again untouched.  Not in the hardened build, whose guard page
+ * ends the extent (the last page is carved short of it).  The owner's lock
+ * is held: the walks over a segment's pages (purge, takeover, check) hold
+ * it too, and the new page's descriptor was set up unused with the rest. */
+static bool segment_grow(heap_t *heap, segment_t *seg) {
+    size_t end = ((size_t)seg->page_count + 1) << seg->page_shift;
+    if (SEGMENT_GUARD_SIZE || seg->grow_blocked || end > SEGMENT_SIZE) return false;
+    uint8_t *at = (uint8_t *)seg + seg->extent;
+    size_t add = end - seg->extent;
+    int e = os_alloc_at(at, add);
+    if (e == EEXIST) seg->grow_blocked = 1;
+    if (e) return false;
+    seg->extent = end;
+    seg->page_count++;
+    pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg);   /* tables exist: cannot fail */
+    numa_place_segment(heap, at, add, seg->numa_node);
+    if (seg->huge) os_advise_huge(at, add, true);
+    stat_add(&stats.reserved, add);
+    return true;
+}
+
+static bool segment_grow_any(heap_t *heap, segment_kind kind, int node) {
+    if (!as_limited()) return false;   /* (extents are whole then) */
+    for (segment_t *s = heap->segments[kind]; s; s = s->next)
+        if (s->numa_node == node && segment_grow(heap, s)) {
+            list_remove(&heap->segments[kind], s);   /* those with free pages come first */
+            list_push(&heap->segments[kind], s);
+            return true;
+        }
+    return false;
+}
+
 /* A fresh segment from the OS (extent bytes of it; shrink: halved while
  * the limit refuses it, down to one page of the kind), marked in the
  * segment map. */
@@ -236,6 +272,7 @@ static segment_t *segment_new(heap_t *heap, segment_kind kind, int node) {
     }
     if (fresh) {
         seg->huge = 0;
+        seg->grow_blocked = 0;
         segment_setup(seg, kind, node);
         if (pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg) != 0) {
             size_t mapped = seg->extent;
@@ -436,6 +473,7 @@ page_t *segment_page_alloc(heap_t *heap, uint32_t cls) {
          * left) the caller has the large tier carve the block alone, at
          * its own size, instead (malloc_generic_full). */
         if (kind == SEG_MEDIUM && as_limited() && segment_extent_min(kind) > os_as_free() / 8) return NULL;
+        if (segment_grow_any(heap, kind, node)) continue;   /* its new page is free */
         seg = segment_new(heap, kind, node);
         if (!seg) return NULL;
         list_push(&heap->segments[kind], seg);

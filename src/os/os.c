@@ -168,6 +168,18 @@ void *os_alloc_aligned(size_t size, size_t align) {
     return map_aligned(size, align, PROT_READ | PROT_WRITE, MAP_NORESERVE);
 }
 
+int os_alloc_at(void *addr, size_t size) {
+    if (!os_memory_admit(size)) return ENOMEM;
+    void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED) return errno;
+    if (p != addr) {   /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+        munmap(p, size);
+        return EEXIST;
+    }
+    return 0;
+}
+
 void *os_reserve_aligned(size_t size, size_t align) {
     return map_aligned(size, align, PROT_NONE, MAP_NORESERVE);
 }

@@ -17,6 +17,11 @@ size_t os_page_size(void);
 /* Reserve and commit size bytes, read/write, aligned to align (a power of
  * two >= page size).  The memory reads as zero.  NULL on failure (errno set). */
 void *os_alloc_aligned(size_t size, size_t align);
+/* Reserve and commit size bytes at exactly addr, read/write, if nothing is
+ * mapped there (MAP_FIXED_NOREPLACE: never over someone else's mapping).
+ * Returns 0, EEXIST (something is there) or another errno (ENOMEM: the
+ * address-space limit). */
+int os_alloc_at(void *addr, size_t size);
 /* Reserve address space only (PROT_NONE, MAP_NORESERVE), aligned. */
 void *os_reserve_aligned(size_t size, size_t align);
 /* Make part of a reservation usable (read/write).  Returns 0 or errno. */

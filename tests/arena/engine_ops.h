@@ -27,15 +27,17 @@ typedef struct fake_env_s {
     size_t purged_bytes, purge_calls, committed_bytes, commit_calls;
     uintptr_t next_grow;       /* where the next grown range starts (0: no grow) */
     size_t grow_len, grows, shrinks, shrunk_bytes;
+    size_t meta_mapped, meta_unmapped;   /* bytes through the metadata hooks */
 } fake_env;
 
 static inline void *fake_meta_map(size_t len, void *ctx) {
-    (void)ctx;
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED) return NULL;
+    if (ctx) ((fake_env *)ctx)->meta_mapped += len;
+    return p;
 }
 static inline void fake_meta_unmap(void *p, size_t len, void *ctx) {
-    (void)ctx;
+    if (ctx) ((fake_env *)ctx)->meta_unmapped += len;
     munmap(p, len);
 }
 static inline int fake_purge(void *addr, size_t len, void *ctx) {

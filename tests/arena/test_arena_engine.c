@@ -446,7 +446,23 @@ static void test_tree(void) {
     }
 }
 
+/* Metadata grows with use: an arena holding one block maps a few KiB of
+ * it, not a 64 KiB chunk; destroy gives back exactly what was mapped. */
+static void test_meta_grows(void) {
+    arena_t a;
+    fake_env e;
+    setup(&a, &e, K, K, GiB, 0, 0);
+    CHECK(alloc(&a, 10 * K, K) != NULL);
+    printf("metadata for one block: %zu KiB\n", e.meta_mapped / 1024);
+    CHECK(e.meta_mapped <= 16 * 1024);
+    for (int i = 0; i < 4000; i++) CHECK(alloc(&a, K, K) != NULL);   /* thousands of descriptors */
+    CHECK(e.meta_mapped >= 4000 * 2 * sizeof(void *));
+    arena_destroy(&a);
+    CHECK(e.meta_unmapped == e.meta_mapped);
+}
+
 int main(void) {
+    test_meta_grows();
     test_tree();
     test_basic_order();
     test_best_fit_choice();

@@ -1,6 +1,8 @@
 /* test_segment_extent.c — segments under an address-space limit
- * a heap's first small segment maps 512 KiB of its 4 MiB, later ones
- * double with what the heap has (never more than twice what it uses), and
+ * a heap's first small segment maps 512 KiB of its 4 MiB and grows in
+ * place a page at a time while nothing else is mapped past it (in a fresh
+ * process its chunk's tail is free), later ones double with what the heap
+ * has (never more than twice what it uses), and
  * blocks are served until the address space left is less than the
  * smallest segment (a 4 MiB unit no longer fits near the limit, and that
  * last part used to be left unused); 48 threads with a block each fit in
@@ -8,8 +10,11 @@
  * room allows it.  Without a limit segments are whole.
  * Linked with the static library to look at the segments.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <strata.h>
@@ -92,6 +97,28 @@ static void *few_blocks(void *arg) {
     return NULL;
 }
 
+/* A heap whose only small segment is full gets its next page by mapping
+ * the page past the extent, when nothing is mapped there (checked just
+ * before; nothing in between maps anything: the blocks' array is static). */
+static void *grows_in_place(void *arg) {
+    (void)arg;
+    static void *b[4096];
+    void *first = malloc(1000);
+    segment_t *s = first ? segment_of(first) : NULL;
+    CHECK(s && tls_heap->segments[SEG_SMALL] == s && s->next == NULL && s->extent < SEGMENT_SIZE);
+    if (!s || s->next || s->extent >= SEGMENT_SIZE) return NULL;
+    size_t e0 = s->extent, n = e0 / 2048 + 64;   /* more blocks than it holds */
+    errno = 0;
+    bool tail_free = msync((char *)s + e0, 64 * KiB, MS_ASYNC) == -1 && errno == ENOMEM;
+    for (size_t i = 0; i < n && i < 4096; i++) CHECK((b[i] = malloc(2000)) != NULL);
+    fprintf(stderr, "a full small segment of %zu KiB (tail %s): now %zu KiB\n", e0 / KiB,
+            tail_free ? "free" : "taken", s->extent / KiB);
+    if (tail_free) CHECK(SEGMENT_GUARD_SIZE ? s->extent == e0 : s->extent > e0);
+    for (size_t i = 0; i < n && i < 4096; i++) free(b[i]);
+    free(first);
+    return NULL;
+}
+
 static void many_threads_fit(pthread_attr_t *attr) {
     pthread_t t[MANY];
     void *got[MANY] = {0};
@@ -133,6 +160,9 @@ int main(void) {
     many_threads_fit(&attr);
     pthread_t t;
     CHECK(pthread_create(&t, &attr, limited, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    strata_release();   /* the exited thread's segments: the next heap starts a fresh one */
+    CHECK(pthread_create(&t, &attr, grows_in_place, NULL) == 0);
     CHECK(pthread_join(t, NULL) == 0);
     free(p);
     fprintf(stderr, "%s\n", check_failures ? "FAILED" : "ok");
