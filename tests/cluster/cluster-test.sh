@@ -93,7 +93,13 @@ run_plain() {
 
 # expect N REGEX WHAT: exactly N lines of the job's output match, or WHAT failed.
 expect() { [ "$(count "$2")" -eq "$1" ] || { fail "$3"; show 30; }; }
-show() { sed 's/^/    | /' "$job/out" | tail -${2:-15}; }
+# show [LINES]: the tail of a job's output, and first any crash
+# report in it (Open MPI prints a backtrace for a rank that faults; the
+# tail alone showed only srun's "Segmentation fault").
+show() {
+  grep -E -A25 'Process received signal' "$job/out" | head -40 | sed 's/^/    ! /'
+  sed 's/^/    | /' "$job/out" | tail -${1:-15}
+}
 count() { grep -c -E "$1" "$job/out"; }
 result_of() { sed -n 's/^result //p' "$job/out"; }
 
