@@ -53,6 +53,7 @@ void page_purge(segment_t *seg, page_t *page) {
 
 /* Takes over an abandoned segment: its pages join heap's queues. */
 static void segment_adopt(heap_t *heap, segment_t *seg) {
+    strata_assert(seg->page_count >= 1 && seg->page_count <= SEGMENT_MAX_PAGES && seg->used_pages <= seg->page_count);
     atomic_store_explicit(&seg->owner, heap, memory_order_release);
     atomic_store_explicit(&seg->freer, NULL, memory_order_relaxed);
     atomic_store_explicit(&seg->handovers, 0, memory_order_relaxed);

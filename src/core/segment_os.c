@@ -155,6 +155,8 @@ static bool segment_grow(heap_t *heap, segment_t *seg) {
     if (e) return false;
     seg->extent = end;
     seg->page_count++;
+    strata_assert(seg->page_count == seg->extent >> seg->page_shift && seg->page_count <= SEGMENT_MAX_PAGES);
+    strata_assert(page_flags(&seg->pages[seg->page_count - 1]) & PAGE_UNUSED);
     pagemap_set(seg, SEGMENT_SIZE, segment_page_at, seg);   /* tables exist: cannot fail */
     numa_place_segment(heap, at, add, seg->numa_node);
     if (seg->huge) os_advise_huge(at, add, true);
@@ -281,6 +283,7 @@ static uint32_t cache_cap(void) {
 /* The segment holds no page in use: cache it or unmap it.  Returns the
  * committed bytes unmapped (0 when cached). */
 size_t segment_release(heap_t *heap, segment_t *seg) {
+    strata_assert(seg->used_pages == 0);
     list_remove(&heap->segments[seg->kind], seg);
     atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     stat_sub(&stats.segments, 1);
@@ -295,6 +298,7 @@ size_t segment_release(heap_t *heap, segment_t *seg) {
     pthread_mutex_unlock(&segment_cache_lock);
     return segment_unmap(seg);
 }
+
 /* Cached segments idle past the delay are unmapped (all: every one).  The
  * heaps call it on a process-wide clock, so abandoned segments' due pages
  * are purged here too (strata_release purges them itself). */
