@@ -1,7 +1,8 @@
 /* page.c — a page's blocks: setting a page up for a class, carving its
  * blocks one OS page at a time (and again, in address order, when a kept
  * page comes back scattered), its keys, folding its counts into its heap's
- * statistics, and the owner's free into a page off the fast path.
+ * statistics, a kept page taken back from the background purge, and the
+ * owner's free into a page off the fast path.
  * Collecting is in page_collect.c, the page search in page_find.c, the
  * checks of a page's lists in page_check.c.
  */
@@ -98,6 +99,8 @@ void page_init(page_t *page, heap_t *heap, uint32_t cls) {
     page->reserved = (uint32_t)(page_bytes / page->block_size);
     page->div_c = block_div_c(page->block_size);
     strata_assert(page->reserved > 0);
+    /* Set up by the heap whose segment holds it (under its lock). */
+    strata_assert(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap);
     page->capacity = 0;
     page_set_span(page);
     page->used = 0;
@@ -141,6 +144,7 @@ void page_extend(page_t *page) {
 
 /* Puts the next n blocks after the carved ones on the free list. */
 static void page_carve(page_t *page, uint32_t n) {
+    strata_assert(n > 0 && page->capacity + n <= page->reserved);   /* within the page */
     uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
     size_t bs = page->block_size;
     block_t *head = page->free;

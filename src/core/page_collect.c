@@ -87,6 +87,7 @@ void page_collect(page_t *page) {
         page->free = page->local_free;
         page->local_free = NULL;
     }
+    strata_assert(page->used <= page->capacity);
 }
 
 /* A collector's view of a full page of a heap whose owner does not collect
@@ -99,6 +100,7 @@ void page_collect(page_t *page) {
  * remote free into it is handed over and counted.  Not a word the owner's
  * fast paths read is written: a full page is on none of them. */
 void page_collect_full(heap_t *heap, page_t *page) {
+    strata_assert(page_flags(page) & PAGE_FULL);   /* (the owner's fast paths reach no full page) */
     for (;;) {
         uintptr_t tf = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
         while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &tf, tf & 3, memory_order_acq_rel,
@@ -132,6 +134,7 @@ void heap_return_reset_pages(heap_t *heap) {
     page_queue_t *q = &heap->queues[QUEUE_FULL];
     for (page_t *page = q->first, *next; page; page = next) {
         next = page->next;
+        strata_assert((page_flags(page) & PAGE_FULL) && atomic_load_explicit(&page->heap, memory_order_relaxed) == heap);
         if (page->used != 0) continue;
         page_queue_remove(q, page);
         page_flags_clear(page, PAGE_FULL);

@@ -10,6 +10,14 @@
 
 #include "../stats/stats.h"
 
+/* (Debug build) A page of one of heap's class queues is the heap's — a
+ * takeover leaves a segment holding such a page to its heap — and is not
+ * marked full: full pages are in the full queue only. */
+static inline bool page_queued_ok(const heap_t *heap, const page_t *page) {
+    return atomic_load_explicit(&((page_t *)page)->heap, memory_order_relaxed) == heap &&
+           !(page_flags(page) & PAGE_FULL);
+}
+
 /* The first links of the free list do not go block to neighbouring block
  * (either way).  A few loads: the blocks are free, their links checked. */
 static bool page_list_scattered(const page_t *page) {
@@ -68,6 +76,7 @@ static void page_park(heap_t *heap, page_queue_t *q, page_t *page) {
  * back of its class queue, so it gathers more frees before it is used again
  * (at the front it would serve one malloc and be full again). */
 void page_unfull(heap_t *heap, page_t *page) {
+    strata_assert(page_flags(page) & PAGE_FULL);
     page_queue_remove(&heap->queues[QUEUE_FULL], page);
     page_flags_clear(page, PAGE_FULL);
     page_set_delay(page, DELAY_NORMAL, false);
@@ -79,6 +88,7 @@ void page_unfull(heap_t *heap, page_t *page) {
 
 /* A page with a free block found for malloc: first in its queue. */
 static page_t *page_found(heap_t *heap, page_queue_t *q, page_t *page) {
+    strata_assert(page_queued_ok(heap, page) && q == &heap->queues[page->class_idx]);
     if (page->used == 0 && page->purge_at != 0) {
         /* A kept empty page back in service: the heap still needs
          * what it emptied (heap_purge_pass keeps its peak).  Its
@@ -104,6 +114,7 @@ static page_t *page_found(heap_t *heap, page_queue_t *q, page_t *page) {
         page_queue_remove(q, page);
         page_queue_push_front(q, page);
     }
+    strata_assert(page->free != NULL);   /* malloc pops from it next */
     return page;
 }
 
@@ -154,6 +165,7 @@ static noinline page_t *page_first_yields(heap_t *heap, uint32_t cls, bool *big)
         if (!p || p->used == 0 || p->purge_at != 0 || numa_misplaced(node, p)) continue;
         if (!p->free) page_collect(p);
         if (!p->free) page_extend(p);
+        strata_assert(page_queued_ok(heap, p));
         if (p->free) return p;
     }
     const segment_t *s = heap->segments[kind];   /* ones with free pages first */
@@ -202,6 +214,7 @@ search:;
     page_t *page = q->first;
     while (page) {
         page_t *next = page->next;
+        strata_assert(page_queued_ok(heap, page) && page->class_idx == cls);
         page_collect(page);
         if (unlikely(numa_misplaced(node, page))) {
             page_park(heap, q, page);
