@@ -570,8 +570,8 @@ void heap_borrow_return(heap_t *heap);
 size_t heap_borrow_check(const heap_t *heap);   /* strata_heap_check (borrow.c) */
 bool heap_owner_idle(const heap_t *heap);
 
-/* page.c */
-/* Page queues (owner only): inline, for page.c's page search and
+/* page.c, page_collect.c, page_find.c, page_check.c */
+/* Page queues (owner only): inline, for page_find.c's page search and
  * purge.c's kept pages alike. */
 static inline void page_queue_push_front(page_queue_t *q, page_t *page) {
     page->prev = NULL;
@@ -606,7 +606,12 @@ void page_fold_stats(heap_t *heap, page_t *page);
 void page_stats_release(heap_t *heap, page_t *page);
 void heap_fold_stats(heap_t *heap);
 void page_extend(page_t *page);
+void page_recarve(page_t *page);
+void page_drop_carved(page_t *page);
 void page_collect(page_t *page);
+static inline bool page_has_remote(const page_t *page) {
+    return (atomic_load_explicit(&page->thread_free, memory_order_relaxed) & ~(uintptr_t)3) != 0;
+}
 void page_collect_full(heap_t *heap, page_t *page);
 void heap_return_reset_pages(heap_t *heap);
 bool page_set_delay(page_t *page, delay_state state, bool force);

@@ -13,7 +13,8 @@
  *  - Housekeeping (heap_maintain): the slow paths' tick that runs all this,
  *    the process-wide tick, and the background purge's pass over heaps whose
  *    thread sleeps (purge_thread.c).
- * The pages' own mechanics (queues, carving, the page search) are page.c's;
+ * The pages' own mechanics are page.c's (carving), page_find.c's (the page
+ * search) and page_collect.c's (collecting);
  * a segment's unused pages and their purge are segment.c's.
  */
 #include "internal.h"

@@ -1,7 +1,7 @@
 /* remote.c — collecting for an owner that does not: the heap lock that
  * lets another thread work on a heap's full pages, and the collection a
  * freeing thread (or the housekeeping clock: heap_collect_others in heap.c)
- * does for an owner that sleeps, so remote frees to it do not pin memory.  The page side is page_collect_full (page.c).
+ * does for an owner that sleeps, so remote frees to it do not pin memory.  The page side is page_collect_full (page_collect.c).
  */
 #include "internal.h"
 

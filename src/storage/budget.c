@@ -33,9 +33,22 @@
 
 #define EVICT_MAX 512   /* granules per run at most (the state array is on the stack) */
 
+/* Only granules counted resident are given back, so the count never goes
+ * below zero; and each granule is counted once (resident, or locked for
+ * its load), so it never passes the granules of the space. */
 void sb_budget_give(size_t n) {
-    atomic_fetch_sub_explicit(&sb.resident, n, memory_order_release);
+    size_t resident = atomic_fetch_sub_explicit(&sb.resident, n, memory_order_release);
+    strata_assert(resident >= n);
+    (void)resident;
     if (sb.group) sb_group_add(-(int64_t)(n << sb.gran_shift));
+}
+
+/* n granules counted resident without a look at the budget (the group's
+ * total was the gate, or nothing could be evicted). */
+static void resident_add(size_t n) {
+    size_t resident = atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
+    strata_assert(resident + n <= sb.npages);
+    (void)resident;
 }
 
 /* Locks up to limit granules from g that are resident (and unpinned unless
@@ -170,7 +183,7 @@ static void group_take(size_t n) {
     uint64_t asked_since = 0;
     for (;;) {
         if (sb_group_try_take(bytes)) {
-            atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
+            resident_add(n);
             return;
         }
         uint64_t stalled = atomic_load_explicit(&sb.stalled_until, memory_order_relaxed);
@@ -204,7 +217,7 @@ static void group_take(size_t n) {
         atomic_store_explicit(&sb.unanswered_until, os_now_ms() + SB_STALL_MS, memory_order_relaxed);
         break;
     }
-    atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
+    resident_add(n);
     sb_group_add((int64_t)bytes);
     went_over();
 }
@@ -281,6 +294,7 @@ void sb_budget_take(size_t n) {
         if (cur + n <= sb.budget_pages) {
             if (atomic_compare_exchange_weak_explicit(&sb.resident, &cur, cur + n, memory_order_acq_rel,
                                                       memory_order_relaxed)) {
+                strata_assert(cur + n <= sb.npages);
                 cleaner_nudge(cur + n);
                 return;
             }
@@ -317,7 +331,7 @@ void sb_budget_take(size_t n) {
         }
         break;
     }
-    atomic_fetch_add_explicit(&sb.resident, n, memory_order_acq_rel);
+    resident_add(n);
     went_over();
 }
 

@@ -59,6 +59,16 @@ static bool member_dead(sb_member *m, int pid) {
     return st && now && now != st;
 }
 
+/* A member's share leaves the group's total (it left, or died).  The
+ * total holds every member's share, so it never goes below zero: two
+ * members counting into one slot, or a share returned twice, would. */
+static void member_give_back(sb_member *m) {
+    uint64_t bytes = atomic_exchange(&m->resident, 0);
+    uint64_t was = atomic_fetch_sub(&sb.group->total, bytes);
+    strata_assert(was >= bytes);
+    (void)was;
+}
+
 size_t sb_group_reap(void) {
     struct sb_group_s *g = sb.group;
     size_t reaped = 0;
@@ -68,7 +78,7 @@ size_t sb_group_reap(void) {
         int pid = atomic_load(&m->pid);
         if (pid <= 0 || pid == me || !member_dead(m, pid)) continue;
         if (!atomic_compare_exchange_strong(&m->pid, &pid, -1)) continue;
-        atomic_fetch_sub(&g->total, atomic_exchange(&m->resident, 0));
+        member_give_back(m);
         atomic_store(&m->pid, 0);
         reaped++;
     }
@@ -81,9 +91,13 @@ static int members(void) {
     return n;
 }
 
+/* Only what was taken is given back: neither this member's share nor the
+ * group's total goes below zero. */
 void sb_group_add(int64_t bytes) {
-    atomic_fetch_add(&sb.group->total, (uint64_t)bytes);
-    atomic_fetch_add(&sb.me->resident, (uint64_t)bytes);
+    uint64_t total = atomic_fetch_add(&sb.group->total, (uint64_t)bytes);
+    uint64_t mine = atomic_fetch_add(&sb.me->resident, (uint64_t)bytes);
+    strata_assert(bytes >= 0 || (total >= (uint64_t)-bytes && mine >= (uint64_t)-bytes));
+    (void)total, (void)mine;
 }
 
 bool sb_group_try_take(size_t bytes) {
@@ -216,7 +230,7 @@ int sb_group_join(const char *name, size_t budget) {
 
 void sb_group_leave(void) {
     if (!sb.group) return;
-    atomic_fetch_sub(&sb.group->total, atomic_exchange(&sb.me->resident, 0));
+    member_give_back(sb.me);
     atomic_store(&sb.me->pid, 0);
     os_free(sb.group, (sizeof *sb.group + os_page_size() - 1) & ~(os_page_size() - 1));
     sb.group = NULL;
@@ -232,7 +246,7 @@ bool sb_group_holds_slot(void) { return sb.group && atomic_load(&sb.me->pid) == 
  * found dead by the others instead). */
 __attribute__((destructor)) static void group_at_exit(void) {
     if (sb.group) {
-        atomic_fetch_sub(&sb.group->total, atomic_exchange(&sb.me->resident, 0));
+        member_give_back(sb.me);
         atomic_store(&sb.me->pid, 0);
     }
 }

@@ -39,6 +39,7 @@
 
 #include "../../include/strata.h"
 #include "../arena/arena.h"
+#include "../os/assert.h"
 
 enum {
     ST_ALLOC = 0x01,
@@ -130,8 +131,12 @@ static inline bool sb_in_space(const void *p) {
 uint8_t sb_lock(size_t g);
 /* Locks g if no one holds it: its state (BUSY clear), or -1. */
 int sb_trylock(size_t g);
-/* Unlocks g, storing its new state (BUSY clear). */
+/* Unlocks g, storing its new state (BUSY clear).  A granule is resident
+ * only as part of a live block, and dirty or pinned only while resident
+ * (checked in the debug build, where each change of a state is stored). */
 static inline void sb_unlock(size_t g, uint8_t state) {
+    strata_assert(!(state & (ST_RES | ST_DIRTY | ST_PIN)) || (state & ST_ALLOC));
+    strata_assert(!(state & (ST_DIRTY | ST_PIN)) || (state & ST_RES));
     atomic_store_explicit(&sb.st[g], (uint8_t)(state & ~ST_BUSY), memory_order_release);
 }
 static inline uint8_t sb_peek(size_t g) { return atomic_load_explicit(&sb.st[g], memory_order_relaxed); }
@@ -190,9 +195,14 @@ void sb_ra_reader_start(void);
  * become evictable: the budget is pinned), counted in over_budget and
  * said once. */
 void sb_budget_take(size_t n);
-/* n granules lost their PIN bit (unpin, release, discard, free). */
+/* n granules lost their PIN bit (unpin, release, discard, free).  The count
+ * holds every PIN bit (and what acquires in progress counted ahead), so it
+ * never goes below zero. */
 static inline void sb_unpinned(size_t n) {
-    if (n) atomic_fetch_sub_explicit(&sb.pinned, n, memory_order_relaxed);
+    if (!n) return;
+    size_t pinned = atomic_fetch_sub_explicit(&sb.pinned, n, memory_order_relaxed);
+    strata_assert(pinned >= n);
+    (void)pinned;
 }
 void sb_budget_give(size_t n);
 /* The cleaner thread (started once the blocks outgrow the budget, not in
