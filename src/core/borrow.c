@@ -64,6 +64,8 @@ static bool borrow_slot_intact(const borrow_slot_t *s) {
 /* The same, reported when not (named: the block the owner holds). */
 static bool borrow_slot_check(const borrow_slot_t *s) {
     if (borrow_slot_intact(s)) return true;
+    page_t *page = pagemap_page(s->block);
+    if (page != &page_foreign && !(page_flags(page) & PAGE_UNUSED)) block_claim_undo(page, s->block, borrow_slot_raw(s));
     strata_report("free()", "double free", s->block, "freed by its owner at the same moment");
     return false;
 }

@@ -104,11 +104,28 @@ bool block_claim(page_t *page, block_t *b, uintptr_t raw, const void *p, const c
     return false;
 }
 
+/* b, claimed by this thread with raw, was written since: its owner's fast
+ * path freed it at the same moment, and b is on the owner's list.  When
+ * the claim landed between the owner's two plain stores, one word is still
+ * the claim's and the list is broken at b: that word is rebuilt from the
+ * one the owner stored (a compare-and-swap: only if b is still so).  Both
+ * stores after the claim left b as the owner meant; nothing to do. */
+void block_claim_undo(page_t *page, block_t *b, uintptr_t raw) {
+    uintptr_t lk = PAGE_LINK_KEY(page), key = page->key;
+    uintptr_t link = __atomic_load_n(&b->link, __ATOMIC_RELAXED);
+    uintptr_t check = __atomic_load_n(&b->check, __ATOMIC_RELAXED);
+    if (link == (raw ^ lk) && check != (raw ^ key) && page_link_target(page, check ^ key))
+        block_cas2(b, &link, &check, check ^ key ^ lk, check);
+    else if (check == (raw ^ key) && link != (raw ^ lk) && page_link_target(page, link ^ lk))
+        block_cas2(b, &link, &check, link, link ^ lk ^ key);
+}
+
 /* b's link from raw to nraw, if nothing wrote b since this thread did: else
  * its owner pushed it too, at the same moment (reported, not linked). */
 static bool block_relink(page_t *page, block_t *b, uintptr_t raw, uintptr_t nraw) {
     uintptr_t link = raw ^ PAGE_LINK_KEY(page), check = raw ^ page->key;
     if (block_cas2(b, &link, &check, nraw ^ PAGE_LINK_KEY(page), nraw ^ page->key)) return true;
+    block_claim_undo(page, b, raw);
     strata_report("free()", "double free", b, "freed by its owner at the same moment");
     return false;
 }

@@ -332,6 +332,10 @@ static inline bool page_is_block_start(const page_t *page, const void *p) {
     /* start_limit grows while other threads may free into the page: relaxed (a plain load) */
     return off * page->div_c < RELAXED_LOAD(page->start_limit);
 }
+/* v is NULL or a block start of the page: a link one of its lists can hold. */
+static inline bool page_link_target(const page_t *page, uintptr_t v) {
+    return v == 0 || ((v - (uintptr_t)page->start) < page->span && page_is_block_start(page, (void *)v));
+}
 /* The block-start test's constants for block size d (see above). */
 static inline uint64_t block_div_c(uint32_t d) {
     uint64_t c = UINT64_MAX / d + 1;
@@ -679,6 +683,7 @@ void strata_free_generic(void *p, page_t *page, const char *call);
 void free_remote(page_t *page, block_t *b);   /* b is this caller's alone: plain stores */
 void free_remote_claimed(page_t *page, block_t *b, uintptr_t raw);   /* b as block_claim left it (raw) */
 bool block_claim(page_t *page, block_t *b, uintptr_t raw, const void *p, const char *call);
+void block_claim_undo(page_t *page, block_t *b, uintptr_t raw);   /* the owner freed b too: its list whole again */
 void heap_borrow_settle(heap_t *heap, uint32_t c);   /* borrow.c: claimed blocks join the cache */
 void *page_pop_corrupt(heap_t *heap, page_t *page, size_t size, bool zero);
 size_t strata_usable_size_of(const void *p);

@@ -11,6 +11,32 @@
 
 #include "../stats/stats.h"
 
+/* b, met on the remote list with its two words disagreeing: was it claimed
+ * by another thread's free while its owner's fast path freed it too, the
+ * claim landing between the owner's two plain stores?  Then one word still
+ * holds the claim (tagged: the remote list's next) and the other what the
+ * owner stored (untagged: its local list's next), and b is on the owner's
+ * list, as the owner meant.  Its words go back to that and *next gets the
+ * remote list's next, so neither list loses what follows b (cut there, the
+ * owner's list would break at b and the remote blocks behind it leak).
+ * False: not that shape (a write after free), nothing changed. */
+static bool straddle_undo(page_t *page, block_t *b, block_t **next) {
+    uintptr_t l = b->link ^ PAGE_LINK_KEY(page), c = b->check ^ page->key, own, claim;
+    if ((l & REMOTE_TAG) && !(c & REMOTE_TAG)) {
+        claim = l & ~REMOTE_TAG;
+        own = c;
+    } else if ((c & REMOTE_TAG) && !(l & REMOTE_TAG)) {
+        claim = c & ~REMOTE_TAG;
+        own = l;
+    } else {
+        return false;
+    }
+    if (!page_link_target(page, own) || !page_link_target(page, claim)) return false;
+    block_set_next(page, b, (block_t *)own);
+    *next = (block_t *)claim;
+    return true;
+}
+
 /* Takes the remote list out of tf onto local_free: the walk behind
  * page_collect and page_collect_full.  The list is walked anyway (to count
  * what it gives back); the walk is bounded by the blocks the page has
@@ -20,10 +46,10 @@
 static void page_take_remote(page_t *page, uintptr_t tf) {
     block_t *head = (block_t *)(tf & ~(uintptr_t)3);
     block_t *tail = NULL, *before_tail = NULL;
-    uint32_t n = 0, used = page->used;
+    uint32_t n = 0, used = page->used, undone = 0;
     uintptr_t start = (uintptr_t)page->start, span = page->span;   /* only the owner (or the locked collector) changes them */
     for (block_t *b = head, *next; b; b = next) {
-        if (n >= used) {
+        if (n + undone >= used) {
             /* More frees than blocks out: a block pushed twice, maybe a
              * cycle, so any of the blocks walked may be a repeat.  Warn
              * mode: all of them are dropped (leaked: counted in use, never
@@ -42,6 +68,14 @@ static void page_take_remote(page_t *page, uintptr_t tf) {
             if (tail) block_set_next(page, tail, NULL);
             else head = NULL;
             break;
+        }
+        if (!astray && !block_link_ok(page, b) && straddle_undo(page, b, &next)) {
+            /* On the owner's list only; the walk goes on past it. */
+            strata_report("free()", "double free", b, "freed by its owner at the same moment");
+            if (tail) block_set_next(page, tail, next);
+            else head = next;
+            undone++;
+            continue;
         }
         if (astray || !block_link_ok(page, b)) {
             /* No cycle reaches a broken link: the blocks before it are
