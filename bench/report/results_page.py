@@ -18,6 +18,8 @@ import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bounds import against_fastest_other  # noqa: E402  (beside this file)
 BEHIND_TIME = 1.10   # Strata's time over the fastest other's that counts as behind
 BEHIND_RSS = 1.25    # and peak RSS over the smallest other's
 
@@ -147,6 +149,16 @@ def page(meta, rows):
         t = geomean([med[(x, "strata")][0] / min(med[(x, a)][0] for a in others) for x in ws])
         r = geomean([med[(x, "strata")][1] / min(med[(x, a)][1] for a in others) for x in ws])
         w("| %s | %s | %s |" % ("**all**" if fam is None else fam, fmt(t), fmt(r)))
+    w("")
+    w("The same question asked of every allocator, over all %d workloads: each one's time" % len(complete))
+    w("divided by the fastest of the others on each workload (`bench/report/bounds.py`).  The")
+    w("fastest of %d noisy medians is a bar no single allocator clears everywhere." % (len(allocs) - 1))
+    w("")
+    w("| allocator | time ÷ fastest other | within 1.10× of it | worst |")
+    w("|---|---:|---:|---|")
+    times = {k: v[0] for k, v in med.items()}
+    for a, _, vs_fastest, within10, _, worst in against_fastest_other(times, complete, allocs):
+        w("| %s | %s | %d of %d | %s× (%s) |" % (a, fmt(vs_fastest), within10, len(complete), fmt(worst[0]), worst[1]))
     w("")
     w("## Where Strata is behind")
     w("")
