@@ -283,7 +283,7 @@ static void cleaner_nudge(size_t now) {
 }
 
 void sb_budget_take(size_t n) {
-    if (sb.group) {
+    if (sb_group_active()) {
         group_take(n);
         return;
     }

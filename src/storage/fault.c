@@ -70,7 +70,7 @@ static size_t load_locked(size_t g, uint8_t s, bool write) {
     if (!(s & ST_FILE)) {
         size_t res = atomic_load_explicit(&sb.resident, memory_order_relaxed);
         size_t room = res < sb.budget_pages ? sb.budget_pages - res : 0;
-        if (sb.group) {   /* the room is the group's */
+        if (sb_group_active()) {   /* the room is the group's */
             uint64_t gb = sb_group_budget(), gt = sb_group_total();
             size_t groom = gt < gb ? (size_t)((gb - gt) >> sb.gran_shift) : 0;
             if (groom < room) room = groom;

@@ -59,6 +59,19 @@ static bool member_dead(sb_member *m, int pid) {
     return st && now && now != st;
 }
 
+/* A member's resident bytes once its process left the group at exit
+ * (sb_group_exit).  exit() runs destructors while the process's other
+ * threads still run, and later destructors may load or evict too; none of
+ * that may touch the group any more: the share went back whole, and the
+ * slot, free again, may soon be another process's.  Loads and evictions
+ * are then the process's own business (left_at_exit), and one that was
+ * half done when the share went back sees this mark in place of a count. */
+#define MEMBER_LEFT ((uint64_t)1 << 63)
+static _Atomic bool left_at_exit;
+
+/* In a group, and not left at exit. */
+bool sb_group_active(void) { return sb.group && !atomic_load(&left_at_exit); }
+
 /* A member's share leaves the group's total (it left, or died).  The
  * total holds every member's share, so it never goes below zero: two
  * members counting into one slot, or a share returned twice, would. */
@@ -93,20 +106,33 @@ static int members(void) {
 
 /* Only what was taken is given back: neither this member's share nor the
  * group's total goes below zero. */
-void sb_group_add(int64_t bytes) {
-    uint64_t total = atomic_fetch_add(&sb.group->total, (uint64_t)bytes);
-    uint64_t mine = atomic_fetch_add(&sb.me->resident, (uint64_t)bytes);
-    strata_assert(bytes >= 0 || (total >= (uint64_t)-bytes && mine >= (uint64_t)-bytes));
-    (void)total, (void)mine;
+/* The member's count first: a process that left at exit (MEMBER_LEFT)
+ * leaves the total alone.  False: it had left. */
+static bool member_count(int64_t bytes) {
+    uint64_t mine = atomic_load(&sb.me->resident);
+    do {
+        if (mine == MEMBER_LEFT) return false;
+        strata_assert(bytes >= 0 || mine >= (uint64_t)-bytes);
+    } while (!atomic_compare_exchange_weak(&sb.me->resident, &mine, mine + (uint64_t)bytes));
+    return true;
 }
 
+void sb_group_add(int64_t bytes) {
+    if (atomic_load(&left_at_exit) || !member_count(bytes)) return;
+    uint64_t total = atomic_fetch_add(&sb.group->total, (uint64_t)bytes);
+    strata_assert(bytes >= 0 || total >= (uint64_t)-bytes);
+    (void)total;
+}
+
+/* True once the process left at exit: its loads are its own then. */
 bool sb_group_try_take(size_t bytes) {
+    if (atomic_load(&left_at_exit)) return true;
     struct sb_group_s *g = sb.group;
     uint64_t cur = atomic_load(&g->total);
     uint64_t budget = atomic_load(&g->budget);
     while (cur + bytes <= budget) {
         if (atomic_compare_exchange_weak(&g->total, &cur, cur + bytes)) {
-            atomic_fetch_add(&sb.me->resident, bytes);
+            if (!member_count((int64_t)bytes)) atomic_fetch_sub(&g->total, bytes);
             return true;
         }
     }
@@ -135,7 +161,7 @@ bool sb_group_ask(void) {
 }
 
 size_t sb_group_fair_excess(void) {
-    if (!atomic_exchange(&sb.me->release_request, 0)) return 0;
+    if (atomic_load(&left_at_exit) || !atomic_exchange(&sb.me->release_request, 0)) return 0;
     int n = members();
     uint64_t share = atomic_load(&sb.group->budget) / (uint64_t)(n > 0 ? n : 1);
     uint64_t mine = atomic_load(&sb.me->resident);
@@ -152,14 +178,14 @@ size_t sb_group_fair_excess(void) {
  * runs under load, near its 200 s timeout; 0 of 5 so.  Keeping a fair
  * share instead of nothing was not enough (5 of 8 runs 20-66 s). */
 int strata_sb_group_pressure(void) {
-    if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || !sb.group) return 0;
+    if (!atomic_load_explicit(&sb.ready, memory_order_acquire) || !sb_group_active()) return 0;
     if (atomic_load(&sb.me->release_request)) return 1;
     uint64_t budget = atomic_load(&sb.group->budget);
     return members() > 1 || atomic_load(&sb.group->total) + budget / 16 >= budget;
 }
 
 void strata_sb_idle(int idle) {
-    if (atomic_load_explicit(&sb.ready, memory_order_acquire) && sb.group) atomic_store(&sb.me->idle, idle != 0);
+    if (atomic_load_explicit(&sb.ready, memory_order_acquire) && sb_group_active()) atomic_store(&sb.me->idle, idle != 0);
 }
 
 int sb_group_join(const char *name, size_t budget) {
@@ -243,10 +269,16 @@ int sb_group_members(void) { return sb.group ? members() : 0; }
 bool sb_group_holds_slot(void) { return sb.group && atomic_load(&sb.me->pid) == getpid(); }
 
 /* Leaving at exit returns this process's share at once (a killed one is
- * found dead by the others instead). */
-__attribute__((destructor)) static void group_at_exit(void) {
-    if (sb.group) {
-        member_give_back(sb.me);
-        atomic_store(&sb.me->pid, 0);
-    }
+ * found dead by the others instead).  The table stays mapped and sb.group
+ * set: threads still running read both.  The slot is marked as being
+ * removed while its count turns into MEMBER_LEFT, so no other member reads
+ * the mark as a share. */
+void sb_group_exit(void) {
+    if (!sb.group || atomic_exchange(&left_at_exit, true)) return;
+    atomic_store(&sb.me->pid, -1);
+    uint64_t bytes = atomic_exchange(&sb.me->resident, MEMBER_LEFT);
+    atomic_fetch_sub(&sb.group->total, bytes);
+    atomic_store(&sb.me->pid, 0);
 }
+
+__attribute__((destructor)) static void group_at_exit(void) { sb_group_exit(); }

@@ -228,6 +228,8 @@ uint64_t sb_group_budget(void);
 uint64_t sb_group_total(void);
 int sb_group_members(void);
 bool sb_group_holds_slot(void);             /* this process still owns its slot (tests) */
+void sb_group_exit(void);                   /* leaves at exit: the share back, the slot free */
+bool sb_group_active(void);                 /* in a group and not left at exit */
 
 /* ---- fault.c ------------------------------------------------------------ */
 /* Sets up the mechanism asked for (AUTO: userfaultfd, else mprotect) over
