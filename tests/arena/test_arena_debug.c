@@ -4,13 +4,10 @@
  * next operation with
  * "strata: internal error: assertion failed: <what>", and a sound arena
  * goes through a long random run without one.  Each breakage runs in a
- * child, which must die of SIGABRT with that message.
+ * child, which must die of SIGABRT with that message (expect_abort.h).
  */
-#include <signal.h>
-#include <string.h>
-#include <sys/wait.h>
-
 #include "engine_ops.h"
+#include "common/expect_abort.h"
 
 #if !defined(STRATA_DEBUG)
 #error "built with STRATA_DEBUG only"
@@ -31,43 +28,15 @@ static void setup(void) {
     CHECK(arena_add_range(&arena, P(FAKE_BASE), 64 * MiB, false, false) == 0);
 }
 
-/* Runs breaker in a child and checks that it died of abort() after
- * printing the assertion with want in it. */
-static void expect_assert(const char *name, void (*breaker)(void), const char *want) {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        setup();
-        breaker();
-        _exit(0);   /* the engine did not notice */
-    }
-    close(fds[1]);
-    char out[1024] = {0};
-    size_t n = 0;
-    ssize_t r;
-    while (n < sizeof out - 1 && (r = read(fds[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)r;
-    close(fds[0]);
-    int st = 0;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT || !strstr(out, "strata: internal error: assertion failed: ") ||
-        !strstr(out, want)) {
-        fprintf(stderr, "%s: expected an abort naming \"%s\"; status %d, stderr: %s\n", name, want, st, out);
-        exit(1);
-    }
-    printf("%-22s caught: %s", name, out);
-}
-
 static void break_counter(void) {
+    setup();
     void *p = arena_alloc(&arena, 64 * K, 1, NULL, NULL);
     arena.st.free_bytes += K;   /* what a lost update would do */
     arena_free(&arena, p, NULL);
 }
 
 static void break_tree(void) {
+    setup();
     void *p[8];
     for (int i = 0; i < 8; i++) p[i] = arena_alloc(&arena, (size_t)(i + 1) * 16 * K, 1, NULL, NULL);
     for (int i = 0; i < 8; i += 2) arena_free(&arena, p[i], NULL);
@@ -100,9 +69,9 @@ static void random_run(void) {
 
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
-    random_run();
-    expect_assert("broken counter", break_counter, "counters: free");
-    expect_assert("broken size tree", break_tree, "size tree");
-    printf("arena debug checks: ok\n");
-    return 0;
+    expect_clean("random run", random_run);
+    expect_abort("broken counter", break_counter, "counters: free");
+    expect_abort("broken size tree", break_tree, "size tree");
+    printf("arena debug checks: %s\n", check_failures ? "FAILED" : "ok");
+    return check_failures != 0;
 }
