@@ -240,6 +240,9 @@ static int mode_group(size_t mb, int rounds, const char *dir) {
     }
     char extra[64];
     snprintf(extra, sizeof extra, "sum=%lu", sum);
+    /* Every rank reads the group while all are still in it: a rank of the
+     * node that finished first and exited has left the group. */
+    MPI_Barrier(MPI_COMM_WORLD);
     group_line(extra);
     free(a);
     return 0;
