@@ -104,8 +104,6 @@ static int members(void) {
     return n;
 }
 
-/* Only what was taken is given back: neither this member's share nor the
- * group's total goes below zero. */
 /* The member's count first: a process that left at exit (MEMBER_LEFT)
  * leaves the total alone.  False: it had left. */
 static bool member_count(int64_t bytes) {
@@ -117,6 +115,8 @@ static bool member_count(int64_t bytes) {
     return true;
 }
 
+/* Only what was taken is given back: neither this member's share nor the
+ * group's total goes below zero. */
 void sb_group_add(int64_t bytes) {
     if (atomic_load(&left_at_exit) || !member_count(bytes)) return;
     uint64_t total = atomic_fetch_add(&sb.group->total, (uint64_t)bytes);
