@@ -69,6 +69,8 @@ def main():
         med = medians(a.results, re.compile(a.only))
     except OSError as e:
         sys.exit("bounds.py: %s" % e)
+    except re.error as e:
+        sys.exit("bounds.py: --only %r: %s" % (a.only, e))
     names = sorted({n for n, _ in med if all((n, al) in med for al in allocs)})
     if not names:
         sys.exit("bounds.py: no workload that all of %s ran in %s" % (",".join(allocs), a.results))

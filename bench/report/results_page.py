@@ -86,6 +86,20 @@ def why_table():
     return out
 
 
+def every_allocator(w, med, complete, allocs):
+    """The same question asked of every allocator: the bar this machine sets."""
+    w("The same question asked of every allocator, over all %d workloads: each one's time" % len(complete))
+    w("divided by the fastest of the others on each workload (`bench/report/bounds.py`).  The")
+    w("fastest of %d noisy medians is a bar no single allocator clears everywhere." % (len(allocs) - 1))
+    w("")
+    w("| allocator | time ÷ fastest other | within 1.10× of it | worst |")
+    w("|---|---:|---:|---|")
+    times = {k: v[0] for k, v in med.items()}
+    for a, _, vs_fastest, within10, _, worst in against_fastest_other(times, complete, allocs):
+        w("| %s | %s | %d of %d | %s× (%s) |" % (a, fmt(vs_fastest), within10, len(complete), fmt(worst[0]), worst[1]))
+    w("")
+
+
 def page(meta, rows):
     allocs = [a for a in meta.get("allocators", []) if not a.startswith("strata-")]
     if "strata" not in allocs or "glibc" not in allocs:
@@ -150,16 +164,8 @@ def page(meta, rows):
         r = geomean([med[(x, "strata")][1] / min(med[(x, a)][1] for a in others) for x in ws])
         w("| %s | %s | %s |" % ("**all**" if fam is None else fam, fmt(t), fmt(r)))
     w("")
-    w("The same question asked of every allocator, over all %d workloads: each one's time" % len(complete))
-    w("divided by the fastest of the others on each workload (`bench/report/bounds.py`).  The")
-    w("fastest of %d noisy medians is a bar no single allocator clears everywhere." % (len(allocs) - 1))
-    w("")
-    w("| allocator | time ÷ fastest other | within 1.10× of it | worst |")
-    w("|---|---:|---:|---|")
-    times = {k: v[0] for k, v in med.items()}
-    for a, _, vs_fastest, within10, _, worst in against_fastest_other(times, complete, allocs):
-        w("| %s | %s | %d of %d | %s× (%s) |" % (a, fmt(vs_fastest), within10, len(complete), fmt(worst[0]), worst[1]))
-    w("")
+    if complete:
+        every_allocator(w, med, complete, allocs)
     w("## Where Strata is behind")
     w("")
     w("Workloads where Strata's time is over %.2f× the fastest other's or its peak RSS over" % BEHIND_TIME)

@@ -69,6 +69,10 @@ def main():
         if r.returncode == 0 or "broken.csv" not in r.stderr or "line 3" not in r.stderr or "Traceback" in r.stderr:
             print("FAIL: a bad wall_s: exit %d, stderr %r" % (r.returncode, r.stderr))
             bad += 1
+        r = run(good, "--only", "(")
+        if r.returncode == 0 or "--only" not in r.stderr or "Traceback" in r.stderr:
+            print("FAIL: a bad --only: exit %d, stderr %r" % (r.returncode, r.stderr))
+            bad += 1
         r = run(os.path.join(d, "missing.csv"))
         if r.returncode == 0 or "missing.csv" not in r.stderr or "Traceback" in r.stderr:
             print("FAIL: a missing file: exit %d, stderr %r" % (r.returncode, r.stderr))
