@@ -291,6 +291,15 @@ static bool leave_class(const void *p) {
     return true;
 }
 
+/* A block that must move to grow is a buffer growing in steps, as a rule:
+ * it moves into room for half as much again (a third of the new block),
+ * address space only, never touched, so the next steps grow in place and
+ * a block grown step by step moves a logarithmic number of times.  Moved
+ * at every step (a neighbour allocated behind it each time), the page-table
+ * work, in proportion to the block's size, made the growth quadratic.
+ * Not under an address-space limit, where the room could be what fails. */
+#define MOVE_ROOM 3
+
 void *large_resize_in_place(void *p, size_t size) {
     if (LARGE_GUARDED) return NULL;   /* the guard would have to move: realloc copies */
     stripe_t *s = owner_of(p);
@@ -298,7 +307,18 @@ void *large_resize_in_place(void *p, size_t size) {
     if (!leave_class(p)) return NULL;
     stripe_lock(s);
     size_t before = arena_block_size(&s->arena, p), after = 0;
-    bool ok = before && arena_resize(&s->arena, p, size, &after);
+    size_t want = size;
+    if (before && size <= before && size >= before - before / MOVE_ROOM) {
+        /* A shrink by less than the room a move leaves (large_realloc_move)
+         * keeps the whole block, all of it the program's now, if nothing
+         * past the new end was touched: the next steps of a block growing
+         * after a move land in that room, and trimmed off, a neighbour could
+         * take it.  A tail the program wrote is given back as before. */
+        size_t ps = os_page_size();
+        uintptr_t from = ((uintptr_t)p + size + ps - 1) & ~(uintptr_t)(ps - 1), end = (uintptr_t)p + before;
+        if (from >= end || !os_resident_any((void *)from, end - from)) want = before;
+    }
+    bool ok = before && arena_resize(&s->arena, p, want, &after);
     if (ok && after < before) sparse_forget(s, (char *)p + after, before - after);
     stripe_unlock(s);
     if (!ok) return NULL;
@@ -313,6 +333,7 @@ void *large_resize_in_place(void *p, size_t size) {
  * costs less than the system calls. */
 #define LARGE_REMAP_MIN ((size_t)4 << 20)
 
+
 /* Takes a new block in the same stripe and moves the old block's pages to
  * its front: the new block's range is part of a reservation, so mremap may
  * put them there (MREMAP_FIXED replaces what was mapped), and the old range
@@ -326,8 +347,11 @@ void *large_realloc_move(void *p, size_t size) {
     stripe_lock(s);
     size_t old = arena_block_size(&s->arena, p), usable = 0;
     void *q = NULL;
-    if (old >= LARGE_REMAP_MIN && size > old && !((uintptr_t)p & (os_page_size() - 1)))
-        q = arena_alloc(&s->arena, size, os_page_size(), &usable, NULL);
+    if (old >= LARGE_REMAP_MIN && size > old && !((uintptr_t)p & (os_page_size() - 1))) {
+        size_t roomy = size + size / (MOVE_ROOM - 1);
+        if (roomy > size && os_as_limit() == SIZE_MAX) q = arena_alloc(&s->arena, roomy, os_page_size(), &usable, NULL);
+        if (!q) q = arena_alloc(&s->arena, size, os_page_size(), &usable, NULL);
+    }
     if (q && os_move_pages(p, q, old) != 0) {
         arena_free(&s->arena, q, NULL);
         q = NULL;

@@ -379,6 +379,25 @@ int os_resident_map(void *addr, size_t size, unsigned char *vec) {
     return mincore(addr, size, vec) == 0 ? 0 : errno;
 }
 
+/* Whether any page of [addr, addr + size) is resident, stopping at the
+ * first; a range mincore refuses counts as resident (the caller then does
+ * what it would do with touched memory). */
+bool os_resident_any(void *addr, size_t size) {
+    size_t ps = os_page_size();
+    unsigned char vec[1024];
+    uintptr_t a = (uintptr_t)addr & ~(uintptr_t)(ps - 1);
+    uintptr_t end = (uintptr_t)addr + size;
+    while (a < end) {
+        size_t pages = (end - a + ps - 1) / ps;
+        if (pages > sizeof vec) pages = sizeof vec;
+        if (os_resident_map((void *)a, pages * ps, vec) != 0) return true;
+        for (size_t i = 0; i < pages; i++)
+            if (vec[i] & 1) return true;
+        a += pages * ps;
+    }
+    return false;
+}
+
 size_t os_resident_bytes(void *addr, size_t size) {
     size_t ps = os_page_size(), total = 0;
     unsigned char vec[256];

@@ -194,6 +194,7 @@ size_t os_reclaim(void);                      /* runs every hook; no recursion *
 
 /* Bytes of [addr, addr+size) resident now (mincore). */
 size_t os_resident_bytes(void *addr, size_t size);
+bool os_resident_any(void *addr, size_t size);   /* stops at the first resident page */
 /* Which pages of [addr, addr+size) (addr page aligned) are resident now:
  * vec gets a byte per page, bit 0 set for a resident one (mincore).
  * Returns 0 or an errno. */
