@@ -163,6 +163,7 @@ bool sb_in_forked_child(const char *what) {
 static void fork_child(void) {
     if (!atomic_load(&sb.ready)) return;
     atomic_store(&sb.forked, true);
+    sb_group_forked();
     atomic_store(&child_said, 0);
     (void)os_sb_protect(sb.base, sb.space, OS_PROT_NONE);
 }

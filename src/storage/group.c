@@ -65,7 +65,9 @@ static bool member_dead(sb_member *m, int pid) {
  * that may touch the group any more: the share went back whole, and the
  * slot, free again, may soon be another process's.  Loads and evictions
  * are then the process's own business (left_at_exit), and one that was
- * half done when the share went back sees this mark in place of a count. */
+ * half done when the share went back sees this mark in place of a count.
+ * A forked child was never a member: the slot it inherited is its
+ * parent's (sb_group_forked sets left_at_exit in the child). */
 #define MEMBER_LEFT ((uint64_t)1 << 63)
 static _Atomic bool left_at_exit;
 
@@ -275,6 +277,7 @@ bool sb_group_holds_slot(void) { return sb.group && atomic_load(&sb.me->pid) == 
  * the mark as a share. */
 void sb_group_exit(void) {
     if (!sb.group || atomic_exchange(&left_at_exit, true)) return;
+    if (atomic_load(&sb.me->pid) != getpid()) return;   /* (not its slot) */
     atomic_store(&sb.me->pid, -1);
     uint64_t bytes = atomic_exchange(&sb.me->resident, MEMBER_LEFT);
     atomic_fetch_sub(&sb.group->total, bytes);
@@ -282,3 +285,11 @@ void sb_group_exit(void) {
 }
 
 __attribute__((destructor)) static void group_at_exit(void) { sb_group_exit(); }
+
+/* In a forked child (the fork handler): the slot and its count are the
+ * parent's.  The child's loads and evictions count as its own, and its exit
+ * gives nothing back: before, a child that exited normally returned its
+ * parent's whole share and freed the parent's slot. */
+void sb_group_forked(void) {
+    if (sb.group) atomic_store(&left_at_exit, true);
+}

@@ -229,6 +229,7 @@ uint64_t sb_group_total(void);
 int sb_group_members(void);
 bool sb_group_holds_slot(void);             /* this process still owns its slot (tests) */
 void sb_group_exit(void);                   /* leaves at exit: the share back, the slot free */
+void sb_group_forked(void);                 /* a forked child: not a member (the slot is its parent's) */
 bool sb_group_active(void);                 /* in a group and not left at exit */
 
 /* ---- fault.c ------------------------------------------------------------ */

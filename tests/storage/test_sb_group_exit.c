@@ -8,8 +8,14 @@
  * its budget), and a load counted into a slot no one held, or into the
  * next joiner's.  Here the parent leaves as at exit, then gives back and
  * takes again while a child holds the slot it left; the child's count and
- * the total must not move.  Linked statically to reach the group's
- * internals.
+ * the total must not move.  Before that, two forked children of the
+ * member exit normally (its destructor runs in them): one as the fork
+ * handler leaves it (sb_group_forked), loading and evicting first, one
+ * without it; neither may touch the parent's slot or the total.  Before,
+ * such a child gave back its parent's whole share and freed its slot, and
+ * once exit marked the slot, the parent's loads stopped counting (a node
+ * of two ranks held 26 MiB under a 16 MiB group budget).  Linked
+ * statically to reach the group's internals.
  */
 #define _GNU_SOURCE 1
 #include <signal.h>
@@ -71,6 +77,26 @@ int main(void) {
     if (sb_group_join(name, BUDGET) != 0) return 1;
     EXPECT(sb_group_try_take(MINE), "no room for %d bytes", MINE);
     EXPECT(sb_group_total() == MINE, "total %llu after taking %d", (unsigned long long)sb_group_total(), MINE);
+
+    /* Forked children exit normally: the parent's share and slot stay. */
+    for (int handler = 1; handler >= 0; handler--) {
+        pid_t c = fork();
+        if (c < 0) return 1;
+        if (c == 0) {
+            if (handler) {
+                sb_group_forked();   /* what the fork handler does */
+                (void)sb_group_try_take(4096);
+                sb_group_add(-4096);
+                sb_group_add(-(int64_t)MINE);
+            }
+            exit(0);   /* destructors run: sb_group_exit */
+        }
+        int cst;
+        EXPECT(waitpid(c, &cst, 0) == c && WIFEXITED(cst), "a forked child did not exit");
+        EXPECT(sb_group_total() == MINE && sb_group_holds_slot(),
+               "a forked child%s exited: total %llu (want %d), slot %s", handler ? " (fork handler)" : "",
+               (unsigned long long)sb_group_total(), MINE, sb_group_holds_slot() ? "held" : "lost");
+    }
 
     int go[2], ready[2];
     if (pipe(go) != 0 || pipe(ready) != 0) return 1;
