@@ -233,7 +233,8 @@ check_group() {
     [ -n "$max" ] && [ "${ranks:-0}" -eq 2 ] && [ "${samples:-0}" -ge 5 ] ||
       { fail "$n: the sampler saw too little ($line)"; continue; }
     [ "$max" -le $((budget + budget / 20)) ] ||
-      fail "$n: its ranks held $max bytes of storage-backed data, over the node budget $budget + 5 %"
+      { fail "$n: its ranks held $max bytes of storage-backed data, over the node budget $budget + 5 %"
+        grep -E "members=" "$job/out" | sed 's/^/    | /'; }
     note "$n: at most $max of its ranks' 48 MiB resident at once ($samples samples from /proc/PID/pagemap), budget $budget"
     on "$n" test -e "/dev/shm/strata-sb-job$id" || fail "$n: no group table /dev/shm/strata-sb-job$id on the node"
   done

@@ -216,9 +216,9 @@ static void group_line(const char *extra) {
     strata_sb_stats_t st = {0};
     if (sb_stats) sb_stats(&st);
     const char *job = getenv("SLURM_JOB_ID");
-    say("members=%d group_budget=%llu resident=%llu evictions=%llu job=%s %s", st.group_members,
+    say("members=%d group_budget=%llu resident=%llu evictions=%llu over_budget=%llu job=%s %s", st.group_members,
         (unsigned long long)st.group_budget, (unsigned long long)st.resident, (unsigned long long)st.evictions,
-        job ? job : "-", extra);
+        (unsigned long long)st.over_budget, job ? job : "-", extra);
 }
 
 static int mode_group(size_t mb, int rounds, const char *dir) {
