@@ -379,36 +379,41 @@ int os_resident_map(void *addr, size_t size, unsigned char *vec) {
     return mincore(addr, size, vec) == 0 ? 0 : errno;
 }
 
-/* Whether any page of [addr, addr + size) is resident, stopping at the
- * first; a range mincore refuses counts as resident (the caller then does
- * what it would do with touched memory). */
-bool os_resident_any(void *addr, size_t size) {
-    size_t ps = os_page_size();
+/* Resident bytes of [addr, addr + size), read with mincore a batch at a
+ * time; with first, up to the first resident page only.  *refused: mincore
+ * refused a batch (the count stops there). */
+static size_t resident_walk(void *addr, size_t size, bool first, bool *refused) {
+    size_t ps = os_page_size(), total = 0;
     unsigned char vec[1024];
     uintptr_t a = (uintptr_t)addr & ~(uintptr_t)(ps - 1);
     uintptr_t end = (uintptr_t)addr + size;
+    *refused = false;
     while (a < end) {
         size_t pages = (end - a + ps - 1) / ps;
         if (pages > sizeof vec) pages = sizeof vec;
-        if (os_resident_map((void *)a, pages * ps, vec) != 0) return true;
-        for (size_t i = 0; i < pages; i++)
-            if (vec[i] & 1) return true;
-        a += pages * ps;
-    }
-    return false;
-}
-
-size_t os_resident_bytes(void *addr, size_t size) {
-    size_t ps = os_page_size(), total = 0;
-    unsigned char vec[256];
-    uintptr_t a = (uintptr_t)addr & ~(uintptr_t)(ps - 1);
-    uintptr_t end = (uintptr_t)addr + size;
-    while (a < end) {
-        size_t pages = (end - a + ps - 1) / ps;
-        if (pages > sizeof vec) pages = sizeof vec;
-        if (os_resident_map((void *)a, pages * ps, vec) != 0) return total;
-        for (size_t i = 0; i < pages; i++) total += (vec[i] & 1) ? ps : 0;
+        if (os_resident_map((void *)a, pages * ps, vec) != 0) {
+            *refused = true;
+            return total;
+        }
+        for (size_t i = 0; i < pages; i++) {
+            if (!(vec[i] & 1)) continue;
+            total += ps;
+            if (first) return total;
+        }
         a += pages * ps;
     }
     return total;
+}
+
+/* Whether any page of [addr, addr + size) is resident; a range mincore
+ * refuses counts as resident (the caller then does what it would do with
+ * touched memory). */
+bool os_resident_any(void *addr, size_t size) {
+    bool refused;
+    return resident_walk(addr, size, true, &refused) != 0 || refused;
+}
+
+size_t os_resident_bytes(void *addr, size_t size) {
+    bool refused;
+    return resident_walk(addr, size, false, &refused);
 }
