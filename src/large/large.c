@@ -333,7 +333,6 @@ void *large_resize_in_place(void *p, size_t size) {
  * costs less than the system calls. */
 #define LARGE_REMAP_MIN ((size_t)4 << 20)
 
-
 /* Takes a new block in the same stripe and moves the old block's pages to
  * its front: the new block's range is part of a reservation, so mremap may
  * put them there (MREMAP_FIXED replaces what was mapped), and the old range

@@ -60,19 +60,19 @@ static bool member_dead(sb_member *m, int pid) {
 }
 
 /* A member's resident bytes once its process left the group at exit
- * (sb_group_exit).  exit() runs destructors while the process's other
- * threads still run, and later destructors may load or evict too; none of
- * that may touch the group any more: the share went back whole, and the
- * slot, free again, may soon be another process's.  Loads and evictions
- * are then the process's own business (left_at_exit), and one that was
- * half done when the share went back sees this mark in place of a count.
- * A forked child was never a member: the slot it inherited is its
- * parent's (sb_group_forked sets left_at_exit in the child). */
+ * (sb_group_exit; outside_group is set from then on).  exit() runs
+ * destructors while the process's other threads still run, and later
+ * destructors may load or evict too; none of that may touch the group any
+ * more: the share went back whole, and the slot, free again, may soon be
+ * another process's.  Loads and evictions are then the process's own
+ * business, and one that was half done when the share went back sees this
+ * mark in place of a count.  A forked child was never a member: the slot
+ * it inherited is its parent's (sb_group_forked). */
 #define MEMBER_LEFT ((uint64_t)1 << 63)
-static _Atomic bool left_at_exit;
+static _Atomic bool outside_group;
 
-/* In a group, and not left at exit. */
-bool sb_group_active(void) { return sb.group && !atomic_load(&left_at_exit); }
+/* In a group, and neither left at exit nor a forked child. */
+bool sb_group_active(void) { return sb.group && !atomic_load(&outside_group); }
 
 /* A member's share leaves the group's total (it left, or died).  The
  * total holds every member's share, so it never goes below zero: two
@@ -120,7 +120,7 @@ static bool member_count(int64_t bytes) {
 /* Only what was taken is given back: neither this member's share nor the
  * group's total goes below zero. */
 void sb_group_add(int64_t bytes) {
-    if (atomic_load(&left_at_exit) || !member_count(bytes)) return;
+    if (atomic_load(&outside_group) || !member_count(bytes)) return;
     uint64_t total = atomic_fetch_add(&sb.group->total, (uint64_t)bytes);
     strata_assert(bytes >= 0 || total >= (uint64_t)-bytes);
     (void)total;
@@ -128,7 +128,7 @@ void sb_group_add(int64_t bytes) {
 
 /* True once the process left at exit: its loads are its own then. */
 bool sb_group_try_take(size_t bytes) {
-    if (atomic_load(&left_at_exit)) return true;
+    if (atomic_load(&outside_group)) return true;
     struct sb_group_s *g = sb.group;
     uint64_t cur = atomic_load(&g->total);
     uint64_t budget = atomic_load(&g->budget);
@@ -163,7 +163,7 @@ bool sb_group_ask(void) {
 }
 
 size_t sb_group_fair_excess(void) {
-    if (atomic_load(&left_at_exit) || !atomic_exchange(&sb.me->release_request, 0)) return 0;
+    if (atomic_load(&outside_group) || !atomic_exchange(&sb.me->release_request, 0)) return 0;
     int n = members();
     uint64_t share = atomic_load(&sb.group->budget) / (uint64_t)(n > 0 ? n : 1);
     uint64_t mine = atomic_load(&sb.me->resident);
@@ -276,7 +276,7 @@ bool sb_group_holds_slot(void) { return sb.group && atomic_load(&sb.me->pid) == 
  * removed while its count turns into MEMBER_LEFT, so no other member reads
  * the mark as a share. */
 void sb_group_exit(void) {
-    if (!sb.group || atomic_exchange(&left_at_exit, true)) return;
+    if (!sb.group || atomic_exchange(&outside_group, true)) return;
     if (atomic_load(&sb.me->pid) != getpid()) return;   /* (not its slot) */
     atomic_store(&sb.me->pid, -1);
     uint64_t bytes = atomic_exchange(&sb.me->resident, MEMBER_LEFT);
@@ -291,5 +291,5 @@ __attribute__((destructor)) static void group_at_exit(void) { sb_group_exit(); }
  * gives nothing back: before, a child that exited normally returned its
  * parent's whole share and freed the parent's slot. */
 void sb_group_forked(void) {
-    if (sb.group) atomic_store(&left_at_exit, true);
+    if (sb.group) atomic_store(&outside_group, true);
 }

@@ -230,7 +230,7 @@ int sb_group_members(void);
 bool sb_group_holds_slot(void);             /* this process still owns its slot (tests) */
 void sb_group_exit(void);                   /* leaves at exit: the share back, the slot free */
 void sb_group_forked(void);                 /* a forked child: not a member (the slot is its parent's) */
-bool sb_group_active(void);                 /* in a group and not left at exit */
+bool sb_group_active(void);                 /* in a group, not left at exit, no forked child */
 
 /* ---- fault.c ------------------------------------------------------------ */
 /* Sets up the mechanism asked for (AUTO: userfaultfd, else mprotect) over
